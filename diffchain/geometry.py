@@ -1,0 +1,96 @@
+"""Geometry of the chain and joint-space views computed from the Cartesian state (seed 000 §4.2–4.3, §8.1).
+
+Conventions. phi_k is the absolute angle of link k, counter-clockwise from the world +x axis. The joint angle of
+joint i is theta_i = phi_i - phi_{i-1} (theta_1 = phi_1: joint 1 is measured against the world), i = 1..n-1. The seed's
+joint angular velocity omega_i^z = omega_i^o - omega_{i-1}^o and acceleration alpha_i^z (eq. 13) are defined for all n
+joints with omega_0^o = omega_n^o = 0, so that sum_i tau_i omega_i^z is the power of the joint torques.
+"""
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from .model import Chain, State
+
+
+def safe_norm(v, axis=-1, keepdims=False):
+    """Euclidean norm with a finite gradient at 0 (double-``where``)."""
+    sq = jnp.sum(v * v, axis=axis, keepdims=keepdims)
+    pos = sq > 0
+    return jnp.where(pos, jnp.sqrt(jnp.where(pos, sq, 1.0)), 0.0)
+
+
+def perp(v):
+    """v rotated by +90 degrees (seed's r^*)."""
+    return jnp.stack([-v[..., 1], v[..., 0]], axis=-1)
+
+
+def links(x):
+    """Rod vectors x_{i+1} - x_i, their lengths rho_i and unit directions r_i (seed §3 step 4)."""
+    d = x[1:] - x[:-1]
+    rho = safe_norm(d)
+    r = d / jnp.where(rho > 0, rho, 1.0)[:, None]
+    return d, rho, r
+
+
+def link_L(x):
+    """L_i = r_i^* / l_i (seed §4.2), with the current rod length."""
+    _, rho, r = links(x)
+    return perp(r) / jnp.where(rho > 0, rho, 1.0)[:, None]
+
+
+def _pad_diff(w):
+    """w_i - w_{i-1} for i = 1..n from per-link values w_1..w_{n-1}, with w_0 = w_n = 0."""
+    z = jnp.zeros_like(w[:1])
+    return jnp.concatenate([w, z]) - jnp.concatenate([z, w])
+
+
+def link_angles(x):
+    """Absolute link angles phi_k (n-1,), counter-clockwise from +x."""
+    d = x[1:] - x[:-1]
+    return jnp.arctan2(d[:, 1], d[:, 0])
+
+
+def link_angular_velocities(x, v):
+    """omega_k^o = L_k^T (v_{k+1} - v_k) (seed §4.3)."""
+    return jnp.sum(link_L(x) * (v[1:] - v[:-1]), axis=-1)
+
+
+def joint_angles(state: State):
+    """Joint angles theta_i = phi_i - phi_{i-1}, i = 1..n-1, wrapped to (-pi, pi]; theta_1 = phi_1."""
+    phi = link_angles(state.x)
+    theta = jnp.concatenate([phi[:1], phi[1:] - phi[:-1]])
+    return jnp.arctan2(jnp.sin(theta), jnp.cos(theta))
+
+
+def joint_velocities(state: State):
+    """omega_i^z = omega_i^o - omega_{i-1}^o for all n joints (seed §4.3); the first n-1 are d theta / dt."""
+    return _pad_diff(link_angular_velocities(state.x, state.v))
+
+
+def joint_accelerations(state: State, a):
+    """alpha_i^z = L_i^T a_{i+1} - (L_i + L_{i-1})^T a_i + L_{i-1}^T a_{i-1} (seed §8.1 eq. 13), all n joints.
+
+    Equal to d omega^z / dt along a motion that keeps the rod lengths (the L-dot terms vanish there).
+    """
+    return _pad_diff(link_angular_velocities(state.x, a))
+
+
+def from_joint_angles(chain: Chain, theta, theta_dot=None, base=(0.0, 0.0), base_velocity=(0.0, 0.0), t=0.0) -> State:
+    """The Cartesian :class:`State` of a chain given its joint angles theta (n-1,) and rates (n-1,), and point 1.
+
+    Point 1 is at ``base`` moving with ``base_velocity``; phi = cumsum(theta) are the link angles.
+    """
+    l = chain.l
+    theta = jnp.asarray(theta, l.dtype)
+    if theta.shape != l.shape:
+        raise ValueError(f"from_joint_angles: theta must have shape (n-1,) = {l.shape}, got {theta.shape}")
+    theta_dot = jnp.zeros_like(theta) if theta_dot is None else jnp.asarray(theta_dot, l.dtype)
+    if theta_dot.shape != l.shape:
+        raise ValueError(f"from_joint_angles: theta_dot must have shape (n-1,) = {l.shape}, got {theta_dot.shape}")
+    phi, phi_dot = jnp.cumsum(theta), jnp.cumsum(theta_dot)
+    u = jnp.stack([jnp.cos(phi), jnp.sin(phi)], -1)
+    base = jnp.asarray(base, l.dtype)
+    base_velocity = jnp.asarray(base_velocity, l.dtype)
+    x = jnp.concatenate([base[None], base + jnp.cumsum(l[:, None] * u, 0)])
+    v = jnp.concatenate([base_velocity[None], base_velocity + jnp.cumsum((l * phi_dot)[:, None] * perp(u), 0)])
+    return State(x, v, t)

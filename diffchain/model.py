@@ -1,0 +1,189 @@
+"""The chain model, its state and its control input, as Equinox pytrees (seed 000 §2, SPEC §1 and §8).
+
+Structure that decides the compiled program (the number of points ``n``, which points are guided or slide on a line) is
+static; every number a user may differentiate or vmap over (masses, lengths, line normals, damping, gravity) is an array.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import equinox as eqx
+from jaxtyping import Array, Float
+
+G = 9.81  # seed 000 §4.1
+
+
+def _concrete(x):
+    """``x`` as a numpy array when its value is known now, ``None`` while it is being traced."""
+    if isinstance(x, jax.core.Tracer):
+        return None
+    return np.asarray(x)
+
+
+def _require(ok: bool, message: str):
+    if not ok:
+        raise ValueError(message)
+
+
+class Chain(eqx.Module):
+    """A planar chain of points ("joints") 1..n joined by rigid massless rods ("links") 1..n-1 (seed 000 §1–2).
+
+    Arrays (differentiable):
+      m:        (n,)   point masses m_i > 0
+      l:        (n-1,) rod lengths l_i > 0, rod i joins point i to point i+1
+      s:        (n,2)  unit normal s_i of the line a slider point moves on (used where ``slider[i]``)
+      c:        (n,)   offset of that line: the point stays on {x : s_i·x = c_i}
+      k_omega:  (n,)   joint viscous damping: torque -k_omega_i * omega_i^z (seed §4.3)
+      k_v:      (n,)   quadratic air drag: force -k_v_i * v_i * |v_i| (seed §4.3)
+      g:        ()     gravitational acceleration, acting along -y (seed §4.1)
+    Static structure:
+      guided:   which points have a prescribed acceleration a^w (seed §6.1; a fixed pin is a^w = 0)
+      slider:   which points move on a line (seed §6.3, §6.4); ``guided`` wins where both are set
+    The last point is the terminal joint of seed §6.2 (no rod leaves it).
+    """
+
+    m: Float[Array, " n"]
+    l: Float[Array, " n-1"]
+    s: Float[Array, "n 2"]
+    c: Float[Array, " n"]
+    k_omega: Float[Array, " n"]
+    k_v: Float[Array, " n"]
+    g: Float[Array, ""]
+    guided: tuple[bool, ...] = eqx.field(static=True)
+    slider: tuple[bool, ...] = eqx.field(static=True)
+
+    def __init__(self, m, l, *, guided=None, slider=None, s=None, c=None, k_omega=0.0, k_v=0.0, g=G):
+        m = jnp.asarray(m)
+        m = m.astype(jnp.result_type(float, m.dtype))
+        n = m.shape[0] if m.ndim == 1 else -1
+        dtype = m.dtype
+        self.m = m
+        self.l = jnp.asarray(l, dtype)
+        self.s = jnp.broadcast_to(jnp.asarray([0.0, 1.0] if s is None else s, dtype), (max(n, 0), 2))
+        self.c = jnp.broadcast_to(jnp.asarray(0.0 if c is None else c, dtype), (max(n, 0),))
+        self.k_omega = jnp.broadcast_to(jnp.asarray(k_omega, dtype), (max(n, 0),))
+        self.k_v = jnp.broadcast_to(jnp.asarray(k_v, dtype), (max(n, 0),))
+        self.g = jnp.asarray(g, dtype)
+        self.guided = tuple(bool(b) for b in (guided if guided is not None else [False] * max(n, 0)))
+        self.slider = tuple(bool(b) for b in (slider if slider is not None else [False] * max(n, 0)))
+
+    def __check_init__(self):
+        m, l = self.m, self.l
+        _require(m.ndim == 1 and m.shape[0] >= 1, f"Chain: masses m must be a 1-D array of n >= 1 point masses, got shape {m.shape}")
+        n = m.shape[0]
+        _require(l.shape == (n - 1,), f"Chain: lengths l must have shape (n-1,) = ({n - 1},) for n = {n} points, got {l.shape}")
+        _require(len(self.guided) == n, f"Chain: guided must have one flag per point (n = {n}), got {len(self.guided)}")
+        _require(len(self.slider) == n, f"Chain: slider must have one flag per point (n = {n}), got {len(self.slider)}")
+        for name, lo in (("m", 0.0), ("l", 0.0)):
+            val = _concrete(getattr(self, name))
+            if val is not None:
+                _require(bool(np.all(np.isfinite(val))), f"Chain: {name} must be finite, got {val}")
+                _require(bool(np.all(val > lo)), f"Chain: {name} must be positive, got {val}")
+        for name in ("k_omega", "k_v"):
+            val = _concrete(getattr(self, name))
+            if val is not None:
+                _require(bool(np.all(np.isfinite(val)) and np.all(val >= 0)),
+                         f"Chain: {name} must be finite and non-negative, got {val}")
+        s = _concrete(self.s)
+        if s is not None and any(self.slider):
+            norms = np.linalg.norm(s[np.asarray(self.slider)], axis=-1)
+            _require(bool(np.all(np.abs(norms - 1) < 1e-6)), f"Chain: slider normals s must be unit vectors, got norms {norms}")
+
+    @property
+    def n(self) -> int:
+        return self.m.shape[0]
+
+    @property
+    def guided_mask(self):
+        return jnp.asarray(self.guided, bool)
+
+    @property
+    def slider_mask(self):
+        return jnp.asarray(self.slider, bool) & ~self.guided_mask
+
+
+class State(eqx.Module):
+    """Cartesian state at the start of a time quantum (seed 000 §2): positions x_i, velocities v_i, time t."""
+
+    x: Float[Array, "n 2"]
+    v: Float[Array, "n 2"]
+    t: Float[Array, ""]
+
+    def __init__(self, x, v=None, t=0.0):
+        self.x = jnp.asarray(x)
+        self.v = jnp.zeros_like(self.x) if v is None else jnp.asarray(v, self.x.dtype)
+        self.t = jnp.asarray(t, self.x.dtype)
+
+    def __check_init__(self):
+        _require(self.x.ndim >= 2 and self.x.shape[-1] == 2, f"State: x must have shape (n, 2), got {self.x.shape}")
+        _require(self.v.shape == self.x.shape, f"State: v must have the shape of x {self.x.shape}, got {self.v.shape}")
+
+
+class Control(eqx.Module):
+    """What acts on the chain from outside during a quantum.
+
+      tau: (n,)   torque at each joint (seed §4.2): tau_i acts between link i-1 and link i (for i = 1 between the
+                  world and link 1, for i = n on link n-1 alone); positive is counter-clockwise on link i
+      F:   (n,2)  arbitrary point forces added to F^e
+      a_w: (n,2)  prescribed accelerations of the guided points (seed §6.1); ignored elsewhere
+    """
+
+    tau: Float[Array, " n"]
+    F: Float[Array, "n 2"]
+    a_w: Float[Array, "n 2"]
+
+    def __init__(self, tau=None, F=None, a_w=None, *, n=None, dtype=None):
+        given = next((a for a in (tau, F, a_w) if a is not None), None)
+        if n is None:
+            _require(given is not None, "Control: give at least one of tau, F, a_w, or n")
+            n = jnp.shape(given)[0]
+        dtype = dtype or (jnp.result_type(float, jnp.asarray(given).dtype) if given is not None else jnp.result_type(float))
+        self.tau = jnp.zeros((n,), dtype) if tau is None else jnp.asarray(tau, dtype)
+        self.F = jnp.zeros((n, 2), dtype) if F is None else jnp.asarray(F, dtype)
+        self.a_w = jnp.zeros((n, 2), dtype) if a_w is None else jnp.asarray(a_w, dtype)
+
+    def __check_init__(self):
+        n = self.tau.shape[-1] if self.tau.ndim else -1
+        _require(self.tau.ndim >= 1, f"Control: tau must have shape (n,), got {self.tau.shape}")
+        _require(self.F.shape[-2:] == (n, 2), f"Control: F must have shape (n, 2) = ({n}, 2), got {self.F.shape}")
+        _require(self.a_w.shape[-2:] == (n, 2), f"Control: a_w must have shape (n, 2) = ({n}, 2), got {self.a_w.shape}")
+
+
+def _per_point(value, n, name):
+    arr = jnp.asarray(value)
+    arr = arr.astype(jnp.result_type(float, arr.dtype))
+    _require(arr.ndim == 0 or arr.shape == (n,), f"{name} must be a scalar or have shape ({n},), got {arr.shape}")
+    return jnp.broadcast_to(arr, (n,))
+
+
+def pendulum(n_links: int, mass=1.0, length=1.0, **kwargs) -> Chain:
+    """An ``n_links``-link pendulum: n = n_links + 1 points, point 1 pinned (guided with a^w = 0), the rest free.
+
+    ``mass`` (scalar or (n_links,)) sits at points 2..n; the pinned point gets the same mass as point 2 (it never moves,
+    so its value does not matter). ``length`` is a scalar or (n_links,). Other keywords go to :class:`Chain`.
+    """
+    _require(int(n_links) >= 1, f"pendulum: n_links must be >= 1, got {n_links}")
+    m = _per_point(mass, n_links, "pendulum: mass")
+    return Chain(jnp.concatenate([m[:1], m]), _per_point(length, n_links, "pendulum: length"),
+                 guided=[True] + [False] * n_links, **kwargs)
+
+
+def free_chain(n_links: int, mass=1.0, length=1.0, **kwargs) -> Chain:
+    """A free-floating chain of ``n_links`` rods and n_links + 1 point masses (``mass`` scalar or (n_links+1,))."""
+    _require(int(n_links) >= 1, f"free_chain: n_links must be >= 1, got {n_links}")
+    return Chain(_per_point(mass, n_links + 1, "free_chain: mass"), _per_point(length, n_links, "free_chain: length"),
+                 **kwargs)
+
+
+def cart_chain(n_links: int, mass=1.0, length=1.0, *, normal=(0.0, 1.0), offset=0.0, **kwargs) -> Chain:
+    """A chain whose first point slides on the line {x : normal·x = offset} (a cart on a rail, seed §6.3, §14).
+
+    ``mass`` is a scalar or (n_links+1,) (the first entry is the cart). The default line is the x axis.
+    """
+    _require(int(n_links) >= 1, f"cart_chain: n_links must be >= 1, got {n_links}")
+    n = n_links + 1
+    s = jnp.zeros((n, 2)).at[0].set(jnp.asarray(normal, float))
+    c = jnp.zeros((n,)).at[0].set(offset)
+    return Chain(_per_point(mass, n, "cart_chain: mass"), _per_point(length, n_links, "cart_chain: length"),
+                 slider=[True] + [False] * n_links, s=s, c=c, **kwargs)

@@ -1,0 +1,79 @@
+"""The O(n) recursive forward dynamics of seed 000 Part I (§3, §5, §6), as two ``lax.scan`` sweeps.
+
+Every point i answers a force F = F_i^d arriving through rod i-1 with two affine response functions (eqs. 1–2)
+    a_i = A_i F + b_i,        F_{i+1}^d = C_i F + d_i,
+computed from i = n down to 1 out of A_{i+1}, b_{i+1}. The seed derives them separately for an ordinary joint (§5),
+a guided joint (§6.1), a terminal joint (§6.2), a joint on a line (§6.3) and a terminal joint on a line (§6.4). All five
+are one formula once the point constraint is written as a_i = P_i a + a0_i (P = I free, I - s s^T on a line, 0 guided;
+a0 = a^w guided, 0 otherwise) and the terminal joint is a rod of direction r_n = 0:
+
+    D_i  = r_i^T P_i r_i + m_i r_i^T A_{i+1} r_i              (seed: 1 + m r^T A r; 1 - (s^T r)^2 + m r^T A r; m r^T A r)
+    mu_i = r_i^T a0_i - r_i^T b_{i+1} - e_i
+    C_i  = r_i r_i^T P_i / D_i                                 (eq. 6 / §6.3)
+    d_i  = C_i F_i^e + m_i mu_i r_i / D_i                      (eq. 7 / §6.1 / §6.3)
+    A_i  = P_i / m_i - P_i r_i r_i^T P_i / (m_i D_i)           (eq. 8 / §6.3)
+    b_i  = A_i F_i^e + a0_i - mu_i P_i r_i / D_i               (eq. 9 / §6.1 / §6.3)
+
+The rod force is F_{i+1}^d = r_i phi_i (phi_i = rod tension). Where D_i vanishes -- a terminal joint, or a guided joint
+whose successor cannot move along r_i (guided too, §6.1 "next guided or terminal") -- the seed sets f_i = 0: the
+prescribed accelerations win over the rod length. We do the same, with a relative threshold and double-``where`` so
+the masked branch has finite gradients.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from .constraints import point_terms, projector, rod_terms
+from .forces import external_forces
+from .model import Chain, Control, State
+
+
+def abcd_backward(m, r, e, Fe, P, a0):
+    """Seed §3 step 1: A_i, b_i, C_i, d_i for i = n..1 (eqs. 6–9 and §6 in projector form, see module docstring).
+
+    Per-point inputs m (n,), r (n,2) with r_n = 0, e (n,) with e_n = 0, F^e (n,2), P (n,2,2), a0 (n,2).
+    """
+    tol = 64 * jnp.finfo(Fe.dtype).eps
+
+    def step(carry, inp):
+        A1, b1 = carry  # A_{i+1}, b_{i+1}
+        m_i, r_i, e_i, Fe_i, P_i, a0_i = inp
+        Pr = P_i @ r_i
+        D = r_i @ Pr + m_i * (r_i @ A1 @ r_i)
+        scale = r_i @ r_i + m_i * jnp.trace(A1)
+        ok = D > tol * scale
+        inv_D = jnp.where(ok, 1.0 / jnp.where(ok, D, 1.0), 0.0)
+        mu = r_i @ a0_i - r_i @ b1 - e_i
+        C = inv_D * jnp.outer(r_i, Pr)
+        d = C @ Fe_i + (inv_D * m_i * mu) * r_i
+        A = P_i / m_i - inv_D * jnp.outer(Pr, Pr) / m_i
+        b = A @ Fe_i + a0_i - (inv_D * mu) * Pr
+        return (A, b), (A, b, C, d)
+
+    init = (jnp.zeros((2, 2), Fe.dtype), jnp.zeros((2,), Fe.dtype))
+    _, (A, b, C, d) = jax.lax.scan(step, init, (m, r, e, Fe, P, a0), reverse=True)
+    return A, b, C, d
+
+
+def forward_sweep(A, b, C, d):
+    """Seed §3 steps 2–3: F_1^d = 0, F_{i+1}^d = C_i F_i^d + d_i, a_i = A_i F_i^d + b_i. Returns a (n,2), F^d (n,2)."""
+
+    def step(F, coeffs):
+        A_i, b_i, C_i, d_i = coeffs
+        return C_i @ F + d_i, (A_i @ F + b_i, F)
+
+    _, (a, Fd) = jax.lax.scan(step, jnp.zeros_like(b[0]), (A, b, C, d))
+    return a, Fd
+
+
+def recursive_dynamics(chain: Chain, state: State, control: Control, stab=None):
+    """Accelerations a (n,2) and rod tensions phi (n-1,) by the seed-000 recursion, O(n)."""
+    r, e = rod_terms(chain, state, stab)
+    P, a0 = projector(*point_terms(chain, state, control.a_w, stab))
+    Fe = external_forces(chain, state, control)
+    r_all = jnp.concatenate([r, jnp.zeros_like(r[:1])])
+    e_all = jnp.concatenate([e, jnp.zeros_like(e[:1])])
+    a, Fd = forward_sweep(*abcd_backward(chain.m, r_all, e_all, Fe, P, a0))
+    phi = jnp.sum(r * Fd[1:], -1)
+    return a, phi

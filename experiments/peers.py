@@ -1,0 +1,244 @@
+"""MuJoCo / MJX reference implementations of the diffchain planar pendulum.
+
+The chain has points 1..n; point 1 is pinned at the origin, link k (length
+l_k) joins points k and k+1, and point i >= 2 carries a point mass m_i.
+Gravity is g = 9.81 along world -y. Joint coordinates are relative angles
+theta (length n-1) measured counter-clockwise, theta_1 from the +x axis.
+
+MuJoCo mapping: our x-y plane is MuJoCo's x-z plane (our y = MuJoCo z).
+Each link is a body with a hinge about axis (0, -1, 0) at its base, so that
+positive joint angles are counter-clockwise in our convention, and it holds
+the mass of its tip point. One gear-1 motor per hinge, so ctrl = tau.
+
+Usage: ``sys.path.insert(0, "experiments"); import peers``.
+Run ``python experiments/peers.py`` for a self-check against closed forms
+and a throughput report.
+"""
+
+import time
+
+import numpy as np
+import mujoco
+
+G = 9.81
+# diaginertia of the "point" masses: MuJoCo rejects values <= mjMINVAL (1e-15);
+# the qacc error vs. the closed forms scales linearly with it (1e-10 -> ~2e-8).
+_POINT_INERTIA = 1e-12
+
+
+def pendulum_mjcf(masses, lengths, dt=1e-3, integrator="Euler"):
+    """Return an MJCF string for the planar point-mass pendulum chain.
+
+    Args:
+      masses: length n; masses[i] is the mass of point i+1 (masses[0] ignored).
+      lengths: length n-1 link lengths.
+      dt: timestep.
+      integrator: MuJoCo integrator name ("Euler", "RK4", "implicit", ...).
+
+    With all qpos = 0 the chain is stretched along +x. Contacts are disabled
+    and there are no geoms; actuator k is a gear-1 motor on hinge k.
+    """
+    masses = [float(m) for m in masses]
+    lengths = [float(l) for l in lengths]
+    if len(masses) != len(lengths) + 1 or not lengths:
+        raise ValueError("need len(masses) == len(lengths) + 1 >= 2")
+    body, close, motors = "", "", ""
+    pos = "0 0 0"
+    for k, (l, m) in enumerate(zip(lengths, masses[1:]), start=1):
+        ind = "  " * (k + 1)
+        body += (
+            f'{ind}<body name="link{k}" pos="{pos}">\n'
+            f'{ind}  <joint name="q{k}" type="hinge" axis="0 -1 0"/>\n'
+            f'{ind}  <inertial pos="{l!r} 0 0" mass="{m!r}" '
+            f'diaginertia="{_POINT_INERTIA} {_POINT_INERTIA} {_POINT_INERTIA}"/>\n'
+        )
+        close = f"{ind}</body>\n" + close
+        motors += f'    <motor name="tau{k}" joint="q{k}" gear="1"/>\n'
+        pos = f"{l!r} 0 0"
+    return (
+        '<mujoco model="planar_pendulum">\n'
+        f'  <option timestep="{dt!r}" integrator="{integrator}" '
+        f'gravity="0 0 {-G!r}">\n'
+        '    <flag contact="disable"/>\n'
+        "  </option>\n"
+        "  <worldbody>\n" + body + close + "  </worldbody>\n"
+        "  <actuator>\n" + motors + "  </actuator>\n"
+        "</mujoco>\n"
+    )
+
+
+def _model(masses, lengths, **kw):
+    return mujoco.MjModel.from_xml_string(pendulum_mjcf(masses, lengths, **kw))
+
+
+def mujoco_qacc(masses, lengths, theta, theta_dot, tau):
+    """Forward dynamics with mujoco.mj_forward: theta_ddot (float64, n-1)."""
+    m = _model(masses, lengths)
+    d = mujoco.MjData(m)
+    d.qpos[:] = theta
+    d.qvel[:] = theta_dot
+    d.ctrl[:] = tau
+    mujoco.mj_forward(m, d)
+    return np.array(d.qacc, dtype=np.float64)
+
+
+def mujoco_rollout_throughput(masses, lengths, n_steps, n_copies, dt=1e-3,
+                              seed=0):
+    """Single-thread MuJoCo C throughput for n_copies x n_steps (zero ctrl).
+
+    Uses mujoco.rollout.rollout with a single MjData (runs on the calling
+    thread, no pool) when available, else a Python loop of mj_step.
+    Initial angles are uniform in [-pi, pi], velocities zero.
+    """
+    m = _model(masses, lengths, dt=dt)
+    d = mujoco.MjData(m)
+    rng = np.random.default_rng(seed)
+    qpos0 = rng.uniform(-np.pi, np.pi, (n_copies, m.nq))
+    try:
+        from mujoco import rollout
+    except ImportError:
+        rollout = None
+
+    if rollout is not None:
+        spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
+        x0 = np.empty((n_copies, mujoco.mj_stateSize(m, spec)))
+        for i, q in enumerate(qpos0):
+            mujoco.mj_resetData(m, d)
+            d.qpos[:] = q
+            mujoco.mj_getState(m, d, x0[i], spec)
+        ctrl = np.zeros((n_copies, n_steps, m.nu))
+        out = np.empty((n_copies, n_steps, x0.shape[1]))
+        rollout.rollout(m, d, x0[:1], ctrl[:1, :1], state=out[:1, :1])  # warm-up
+        t0 = time.perf_counter()
+        rollout.rollout(m, d, x0, ctrl, state=out)
+        seconds = time.perf_counter() - t0
+        method = "mujoco.rollout.rollout (1 MjData, calling thread)"
+    else:
+        t0 = time.perf_counter()
+        for q in qpos0:
+            mujoco.mj_resetData(m, d)
+            d.qpos[:] = q
+            for _ in range(n_steps):
+                mujoco.mj_step(m, d)
+        seconds = time.perf_counter() - t0
+        method = "python loop of mujoco.mj_step"
+    return {"steps_per_s": n_steps * n_copies / seconds, "seconds": seconds,
+            "n_steps": n_steps, "n_copies": n_copies, "method": method}
+
+
+def mjx_rollout_throughput(masses, lengths, n_steps, batch, dt=1e-3, seed=0):
+    """MJX throughput: jit(vmap(scan of mjx.step)) over a batch of states.
+
+    compile_s is the lower+compile time; seconds is the wall time of the
+    second run of the compiled function (block_until_ready). Uses JAX's
+    default dtype (float32 unless jax_enable_x64 is set).
+    """
+    import jax
+    from mujoco import mjx
+
+    mx = mjx.put_model(_model(masses, lengths, dt=dt), impl="jax")
+    qpos0 = jax.random.uniform(jax.random.PRNGKey(seed), (batch, mx.nq),
+                               minval=-np.pi, maxval=np.pi)
+    data = jax.vmap(lambda q: mjx.make_data(mx, impl="jax").replace(qpos=q))(qpos0)
+
+    def rollout(d):
+        d, _ = jax.lax.scan(lambda d, _: (mjx.step(mx, d), None), d, None,
+                            length=n_steps)
+        return d
+
+    t0 = time.perf_counter()
+    fn = jax.jit(jax.vmap(rollout)).lower(data).compile()
+    compile_s = time.perf_counter() - t0
+    jax.block_until_ready(fn(data))
+    t0 = time.perf_counter()
+    jax.block_until_ready(fn(data))
+    seconds = time.perf_counter() - t0
+    return {"steps_per_s": n_steps * batch / seconds, "compile_s": compile_s,
+            "seconds": seconds, "batch": batch, "n_steps": n_steps}
+
+
+# ---------------------------------------------------------------- closed forms
+
+def _single_closed_form(m2, l1, theta, tau):
+    return -(G / l1) * np.cos(theta[0]) + tau[0] / (m2 * l1 ** 2)
+
+
+def _double_closed_form(masses, lengths, theta, theta_dot, tau):
+    """Double pendulum (point masses m2, m3) in absolute angles -> theta_ddot.
+
+    Lagrangian derivation with phi1 = theta1, phi2 = theta1 + theta2:
+      (m2+m3) l1^2 a1 + m3 l1 l2 c a2 + m3 l1 l2 s w2^2 + (m2+m3) g l1 cos(phi1) = tau1 - tau2
+      m3 l1 l2 c a1 + m3 l2^2 a2 - m3 l1 l2 s w1^2 + m3 g l2 cos(phi2)           = tau2
+    with c = cos(phi1-phi2), s = sin(phi1-phi2), w = phi_dot, a = phi_ddot.
+    """
+    _, m2, m3 = masses
+    l1, l2 = lengths
+    p1, p2 = theta[0], theta[0] + theta[1]
+    w1, w2 = theta_dot[0], theta_dot[0] + theta_dot[1]
+    c, s = np.cos(p1 - p2), np.sin(p1 - p2)
+    M = np.array([[(m2 + m3) * l1 ** 2, m3 * l1 * l2 * c],
+                  [m3 * l1 * l2 * c, m3 * l2 ** 2]])
+    bias = np.array([m3 * l1 * l2 * s * w2 ** 2 + (m2 + m3) * G * l1 * np.cos(p1),
+                     -m3 * l1 * l2 * s * w1 ** 2 + m3 * G * l2 * np.cos(p2)])
+    Q = np.array([tau[0] - tau[1], tau[1]])
+    a1, a2 = np.linalg.solve(M, Q - bias)
+    return np.array([a1, a2 - a1])
+
+
+def _self_check():
+    rng = np.random.default_rng(1)
+
+    # (0) zero configuration is stretched along +x (MuJoCo x-z plane).
+    m = _model([1, 1, 1], [0.7, 1.3])
+    d = mujoco.MjData(m)
+    mujoco.mj_kinematics(m, d)
+    assert np.allclose(d.xipos[1:], [[0.7, 0, 0], [2.0, 0, 0]]), d.xipos
+    # positive angle is counter-clockwise: link tip moves to +z (our +y).
+    d.qpos[:] = [0.3, 0.0]
+    mujoco.mj_kinematics(m, d)
+    assert np.allclose(d.xipos[1], [0.7 * np.cos(0.3), 0, 0.7 * np.sin(0.3)])
+
+    # (a) single pendulum.
+    err_a = 0.0
+    for _ in range(20):
+        m2, l1 = rng.uniform(0.5, 2.0, 2)
+        th, thd, tau = rng.uniform(-3, 3, (3, 1))
+        got = mujoco_qacc([1.0, m2], [l1], th, thd, tau)
+        err_a = max(err_a, abs(got[0] - _single_closed_form(m2, l1, th, tau)))
+    # (a') the brief's exact case: masses [1, 1], lengths [1].
+    for th in np.linspace(-np.pi, np.pi, 9):
+        got = mujoco_qacc([1, 1], [1], [th], [0.5], [0.2])
+        err_a = max(err_a, abs(got[0] - _single_closed_form(1, 1, [th], [0.2])))
+    print(f"(a) n=2 single pendulum: max |qacc err| = {err_a:.3e}")
+
+    # (b) double pendulum.
+    err_b = 0.0
+    for _ in range(50):
+        masses = np.r_[1.0, rng.uniform(0.5, 2.0, 2)]
+        lengths = rng.uniform(0.5, 2.0, 2)
+        th, thd, tau = rng.uniform(-3, 3, (3, 2))
+        got = mujoco_qacc(masses, lengths, th, thd, tau)
+        ref = _double_closed_form(masses, lengths, th, thd, tau)
+        err_b = max(err_b, np.abs(got - ref).max())
+    print(f"(b) n=3 double pendulum: max |qacc err| = {err_b:.3e}")
+    assert err_a < 1e-8 and err_b < 1e-8, (err_a, err_b)
+
+    # (c) throughput, 5-link pendulum (n = 6 points).
+    masses, lengths = [1.0] * 6, [1.0] * 5
+    t0 = time.perf_counter()
+    r = mujoco_rollout_throughput(masses, lengths, n_steps=1000, n_copies=1000)
+    print(f"(c) MuJoCo C [{r['method']}]: {r['n_copies']} copies x "
+          f"{r['n_steps']} steps in {r['seconds']:.3f} s -> "
+          f"{r['steps_per_s']:.3e} steps/s (wall incl. setup "
+          f"{time.perf_counter() - t0:.2f} s)")
+    t0 = time.perf_counter()
+    r = mjx_rollout_throughput(masses, lengths, n_steps=200, batch=256)
+    print(f"(c) MJX: batch {r['batch']} x {r['n_steps']} steps in "
+          f"{r['seconds']:.3f} s -> {r['steps_per_s']:.3e} steps/s, "
+          f"compile {r['compile_s']:.2f} s (wall incl. setup "
+          f"{time.perf_counter() - t0:.2f} s)")
+    print("self-check passed")
+
+
+if __name__ == "__main__":
+    _self_check()
