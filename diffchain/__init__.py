@@ -4,3 +4,4 @@ from .geometry import (from_joint_angles, joint_accelerations, joint_angles, joi
 from .solvers import KKT, Recursive, Solver, forward_dynamics
 from .integrate import (RK4, Integrator, SeedQuantum, SemiImplicitEuler, check_state, constraint_violation, rollout,
                         step)
+from .sensitivity import da_dF, dalpha_dtau

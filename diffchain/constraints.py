@@ -41,7 +41,7 @@ def point_terms(chain: Chain, state: State, a_w, stab=None):
     Rows are orthonormal, so the affine set of admissible accelerations is a_i = P_i a + a0_i with
     P_i = I - sum_j S_ij^T S_ij and a0_i = sum_j S_ij^T beta_ij (see :func:`projector`).
     """
-    guided, slider = chain.guided_mask, chain.slider_mask
+    guided, slider = chain.guided, chain.slider_mask
     n, dt = chain.n, chain.m.dtype
     eye = jnp.broadcast_to(jnp.eye(2, dtype=dt), (n, 2, 2))
     s_rows = jnp.stack([chain.s, jnp.zeros_like(chain.s)], 1)

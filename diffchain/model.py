@@ -1,7 +1,9 @@
 """The chain model, its state and its control input, as Equinox pytrees (seed 000 §2, SPEC §1 and §8).
 
-Structure that decides the compiled program (the number of points ``n``, which points are guided or slide on a line) is
-static; every number a user may differentiate or vmap over (masses, lengths, line normals, damping, gravity) is an array.
+The shapes (the number of points ``n``) decide the compiled program; everything else is an array, so a batch of models
+can be vmapped and a new model of the same size never recompiles. The joint kinds are boolean masks: the solvers switch
+constraints on and off with them, never by changing shapes. (Differentiate with respect to a whole Chain with
+``eqx.filter_grad``, which skips the boolean masks, or build the Chain inside the differentiated function.)
 """
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import equinox as eqx
-from jaxtyping import Array, Float
+from jaxtyping import Array, Bool, Float
 
 G = 9.81  # seed 000 §4.1
 
@@ -37,7 +39,7 @@ class Chain(eqx.Module):
       k_omega:  (n,)   joint viscous damping: torque -k_omega_i * omega_i^z (seed §4.3)
       k_v:      (n,)   quadratic air drag: force -k_v_i * v_i * |v_i| (seed §4.3)
       g:        ()     gravitational acceleration, acting along -y (seed §4.1)
-    Static structure:
+    Boolean masks (n,):
       guided:   which points have a prescribed acceleration a^w (seed §6.1; a fixed pin is a^w = 0)
       slider:   which points move on a line (seed §6.3, §6.4); ``guided`` wins where both are set
     The last point is the terminal joint of seed §6.2 (no rod leaves it).
@@ -50,8 +52,8 @@ class Chain(eqx.Module):
     k_omega: Float[Array, " n"]
     k_v: Float[Array, " n"]
     g: Float[Array, ""]
-    guided: tuple[bool, ...] = eqx.field(static=True)
-    slider: tuple[bool, ...] = eqx.field(static=True)
+    guided: Bool[Array, " n"]
+    slider: Bool[Array, " n"]
 
     def __init__(self, m, l, *, guided=None, slider=None, s=None, c=None, k_omega=0.0, k_v=0.0, g=G):
         m = jnp.asarray(m)
@@ -65,16 +67,16 @@ class Chain(eqx.Module):
         self.k_omega = jnp.broadcast_to(jnp.asarray(k_omega, dtype), (max(n, 0),))
         self.k_v = jnp.broadcast_to(jnp.asarray(k_v, dtype), (max(n, 0),))
         self.g = jnp.asarray(g, dtype)
-        self.guided = tuple(bool(b) for b in (guided if guided is not None else [False] * max(n, 0)))
-        self.slider = tuple(bool(b) for b in (slider if slider is not None else [False] * max(n, 0)))
+        self.guided = jnp.zeros((max(n, 0),), bool) if guided is None else jnp.asarray(guided, bool)
+        self.slider = jnp.zeros((max(n, 0),), bool) if slider is None else jnp.asarray(slider, bool)
 
     def __check_init__(self):
         m, l = self.m, self.l
         _require(m.ndim == 1 and m.shape[0] >= 1, f"Chain: masses m must be a 1-D array of n >= 1 point masses, got shape {m.shape}")
         n = m.shape[0]
         _require(l.shape == (n - 1,), f"Chain: lengths l must have shape (n-1,) = ({n - 1},) for n = {n} points, got {l.shape}")
-        _require(len(self.guided) == n, f"Chain: guided must have one flag per point (n = {n}), got {len(self.guided)}")
-        _require(len(self.slider) == n, f"Chain: slider must have one flag per point (n = {n}), got {len(self.slider)}")
+        _require(self.guided.shape == (n,), f"Chain: guided must have one flag per point (n = {n}), got shape {self.guided.shape}")
+        _require(self.slider.shape == (n,), f"Chain: slider must have one flag per point (n = {n}), got shape {self.slider.shape}")
         for name, lo in (("m", 0.0), ("l", 0.0)):
             val = _concrete(getattr(self, name))
             if val is not None:
@@ -85,9 +87,9 @@ class Chain(eqx.Module):
             if val is not None:
                 _require(bool(np.all(np.isfinite(val)) and np.all(val >= 0)),
                          f"Chain: {name} must be finite and non-negative, got {val}")
-        s = _concrete(self.s)
-        if s is not None and any(self.slider):
-            norms = np.linalg.norm(s[np.asarray(self.slider)], axis=-1)
+        s, on = _concrete(self.s), _concrete(self.slider)
+        if s is not None and on is not None and on.any():
+            norms = np.linalg.norm(s[on], axis=-1)
             _require(bool(np.all(np.abs(norms - 1) < 1e-6)), f"Chain: slider normals s must be unit vectors, got norms {norms}")
 
     @property
@@ -95,12 +97,9 @@ class Chain(eqx.Module):
         return self.m.shape[0]
 
     @property
-    def guided_mask(self):
-        return jnp.asarray(self.guided, bool)
-
-    @property
     def slider_mask(self):
-        return jnp.asarray(self.slider, bool) & ~self.guided_mask
+        """Points that move on a line and are not guided."""
+        return self.slider & ~self.guided
 
 
 class State(eqx.Module):

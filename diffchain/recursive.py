@@ -72,8 +72,8 @@ def recursive_dynamics(chain: Chain, state: State, control: Control, stab=None):
     r, e = rod_terms(chain, state, stab)
     P, a0 = projector(*point_terms(chain, state, control.a_w, stab))
     Fe = external_forces(chain, state, control)
-    r_all = jnp.concatenate([r, jnp.zeros_like(r[:1])])
-    e_all = jnp.concatenate([e, jnp.zeros_like(e[:1])])
+    r_all = jnp.concatenate([r, jnp.zeros((1, 2), r.dtype)])  # the terminal joint: a rod of direction 0
+    e_all = jnp.concatenate([e, jnp.zeros((1,), e.dtype)])
     a, Fd = forward_sweep(*abcd_backward(chain.m, r_all, e_all, Fe, P, a0))
     phi = jnp.sum(r * Fd[1:], -1)
     return a, phi

@@ -1,0 +1,84 @@
+"""The seed-000 recursion and the KKT form solve the same equations: they must agree to round-off (SPEC §8)."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+from hypothesis import given, strategies as st
+
+import diffchain as dc
+from strategies import random_problem
+
+rec = jax.jit(lambda c, s, u, stab: dc.Recursive()(c, s, u, stab))
+kkt = jax.jit(lambda c, s, u, stab: dc.KKT()(c, s, u, stab))
+
+
+def _rel(x, y):
+    return float(np.max(np.abs(x - y)) / max(np.max(np.abs(y)), 1e-300))
+
+
+@given(random_problem(), st.sampled_from([None, 0.01]))
+def test_recursive_equals_kkt_on_random_chains(problem, stab):
+    chain, state, control, desc = problem
+    a1, phi1 = rec(chain, state, control, stab)
+    a2, phi2 = kkt(chain, state, control, stab)
+    assert np.all(np.isfinite(a1)), desc
+    assert _rel(a1, a2) <= 1e-10, desc
+    # rod tensions where they are determined (a rod between two guided points carries none: seed §6.1)
+    free_rod = ~(np.asarray(chain.guided[:-1]) & np.asarray(chain.guided[1:]))
+    if free_rod.any():
+        assert _rel(np.asarray(phi1)[free_rod], np.asarray(phi2)[free_rod]) <= 1e-9, desc
+
+
+@given(random_problem())
+def test_accelerations_satisfy_every_constraint(problem):
+    """Independent of both solvers: the returned a satisfies the rod equations (seed eq. 4) and the point constraints,
+    and m a = F^e + constraint forces with the rod forces the recursion reports (Newton's law per point)."""
+    chain, state, control, desc = problem
+    a, phi = rec(chain, state, control, None)
+    a, phi = np.asarray(a), np.asarray(phi)
+    x, v = np.asarray(state.x), np.asarray(state.v)
+    d = x[1:] - x[:-1]
+    rho = np.linalg.norm(d, axis=1)
+    r = d / rho[:, None]
+    dv = v[1:] - v[:-1]
+    e = (np.sum(dv**2, 1) - np.sum(r * dv, 1) ** 2) / rho
+    g, sl = np.asarray(chain.guided), np.asarray(chain.slider) & ~np.asarray(chain.guided)
+    both_guided = g[:-1] & g[1:]
+    scale = max(np.abs(a).max(), 1.0)
+    link_eq = np.sum(r * (a[:-1] - a[1:]), 1) - e
+    assert np.all(np.abs(link_eq[~both_guided]) <= 1e-9 * scale), desc
+    assert np.allclose(a[g], np.asarray(control.a_w)[g], atol=1e-12 * scale), desc
+    assert np.all(np.abs(np.sum(np.asarray(chain.s)[sl] * a[sl], 1)) <= 1e-9 * scale), desc
+    # residual force on each free point must vanish; on a slider it must be along s
+    Fe = np.asarray(dc.forces.external_forces(chain, state, control))
+    rod = np.zeros_like(a)
+    rod[1:] += r * phi[:, None]
+    rod[:-1] -= r * phi[:, None]
+    resid = np.asarray(chain.m)[:, None] * a - Fe - rod
+    free = ~g & ~sl
+    fscale = max(np.abs(Fe).max(), np.abs(rod).max(), 1.0)
+    assert np.all(np.abs(resid[free]) <= 1e-9 * fscale), desc
+    s = np.asarray(chain.s)[sl]
+    tangential = resid[sl] - np.sum(resid[sl] * s, 1)[:, None] * s
+    assert np.all(np.abs(tangential) <= 1e-9 * fscale), desc
+
+
+def test_recursion_is_the_seed_closed_form_for_an_ordinary_joint():
+    """Seed eqs. (6)-(9) written out literally for a 2-point free chain agree with the projector-form sweep."""
+    rng = np.random.default_rng(3)
+    m = np.array([1.3, 0.7])
+    r = np.array([[0.6, 0.8], [0.0, 0.0]])
+    e = np.array([0.4, 0.0])
+    Fe = rng.normal(size=(2, 2))
+    P = np.broadcast_to(np.eye(2), (2, 2, 2))
+    A, b, C, d = map(np.asarray, dc.recursive.abcd_backward(jnp.asarray(m), jnp.asarray(r), jnp.asarray(e),
+                                                             jnp.asarray(Fe), jnp.asarray(P), jnp.zeros((2, 2))))
+    A2, b2 = np.eye(2) / m[1], Fe[1] / m[1]  # terminal joint, seed §6.2
+    r1 = r[0]
+    D = 1 + m[0] * r1 @ A2 @ r1
+    C1 = np.outer(r1, r1) / D  # (6)
+    d1 = C1 @ Fe[0] - m[0] * r1 * (r1 @ b2 + e[0]) / D  # (7)
+    A1 = np.eye(2) / m[0] - np.outer(r1, r1) / (m[0] * D)  # (8)
+    b1 = A1 @ Fe[0] + r1 * (r1 @ b2 + e[0]) / D  # (9)
+    for got, want in [(A[1], A2), (b[1], b2), (C[1], 0 * A2), (d[1], 0 * b2), (A[0], A1), (b[0], b1), (C[0], C1),
+                      (d[0], d1)]:
+        np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-14)
