@@ -1,0 +1,133 @@
+"""Model building, bad input, joint-space views and sensitivities."""
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import diffchain as dc
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(m=[1.0, -1.0], l=[1.0]), "m must be positive"),
+    (dict(m=[1.0, 0.0], l=[1.0]), "m must be positive"),
+    (dict(m=[1.0, np.nan], l=[1.0]), "m must be finite"),
+    (dict(m=[1.0, 1.0], l=[0.0]), "l must be positive"),
+    (dict(m=[1.0, 1.0], l=[np.inf]), "l must be finite"),
+    (dict(m=[1.0, 1.0], l=[1.0, 1.0]), r"lengths l must have shape \(n-1,\)"),
+    (dict(m=[[1.0, 1.0]], l=[1.0]), "1-D array"),
+    (dict(m=[1.0, 1.0], l=[1.0], guided=[True]), "guided must have one flag per point"),
+    (dict(m=[1.0, 1.0], l=[1.0], k_omega=-1.0), "k_omega must be finite and non-negative"),
+    (dict(m=[1.0, 1.0], l=[1.0], slider=[True, False], s=[[0.0, 2.0], [0, 1]]), "unit vectors"),
+])
+def test_bad_chains_are_rejected(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        dc.Chain(**kwargs)
+
+
+def test_bad_states_and_controls_are_rejected():
+    chain = dc.pendulum(2)
+    with pytest.raises(ValueError, match="v must have the shape of x"):
+        dc.State(jnp.zeros((3, 2)), jnp.zeros((2, 2)))
+    with pytest.raises(ValueError, match=r"F must have shape \(n, 2\)"):
+        dc.Control(tau=jnp.zeros(3), F=jnp.zeros((2, 2)))
+    with pytest.raises(ValueError, match="theta must have shape"):
+        dc.from_joint_angles(chain, jnp.zeros(3))
+    with pytest.raises(ValueError, match="x must have shape"):
+        dc.check_state(chain, dc.State(jnp.zeros((5, 2))))
+    with pytest.raises(ValueError, match="a policy needs n_steps"):
+        dc.rollout(chain, dc.from_joint_angles(chain, jnp.zeros(2)), lambda s: dc.Control(n=3), 1e-3)
+
+
+def test_off_manifold_state_raises_also_under_jit():
+    chain = dc.pendulum(2)
+    good = dc.from_joint_angles(chain, jnp.array([0.3, -0.2]), jnp.array([1.0, 2.0]))
+    check = jax.jit(dc.check_state)
+    check(chain, good)
+    stretched = dc.State(good.x.at[2].add(0.01), good.v)
+    with pytest.raises(Exception, match="off the constraint manifold"):
+        check(chain, stretched)
+    bad_velocity = dc.State(good.x, good.v.at[2].add(good.x[2] - good.x[1]))  # stretches rod 2
+    with pytest.raises(Exception, match="velocities violate the constraints"):
+        check(chain, bad_velocity)
+    with pytest.raises(Exception, match="NaN"):
+        check(chain, dc.State(good.x.at[1, 0].set(jnp.nan), good.v))
+
+
+def test_joint_space_round_trip_and_rates():
+    """from_joint_angles -> joint_angles / joint_velocities is the identity; d theta/dt equals omega^z (finite
+    differences along the exact kinematic motion)."""
+    rng = np.random.default_rng(0)
+    chain = dc.free_chain(5, length=rng.uniform(0.5, 2, 5))
+    theta, theta_dot = rng.uniform(-3, 3, 5), rng.normal(size=5)
+    state = dc.from_joint_angles(chain, theta, theta_dot, base=[1.0, 2.0])
+    np.testing.assert_allclose(dc.joint_angles(state), theta, atol=1e-12)
+    np.testing.assert_allclose(dc.joint_velocities(state)[:-1], theta_dot, atol=1e-12)
+    np.testing.assert_allclose(dc.check_state(chain, state).x, state.x)
+    h = 1e-6
+    s_plus = dc.from_joint_angles(chain, theta + h * theta_dot, base=[1.0, 2.0])
+    s_minus = dc.from_joint_angles(chain, theta - h * theta_dot, base=[1.0, 2.0])
+    np.testing.assert_allclose((s_plus.x - s_minus.x) / (2 * h), state.v, atol=1e-8)
+
+
+def test_torque_forces_do_the_work_of_the_torques():
+    """Virtual power: sum_i F_i . v_i of the seed's torque forces (§4.2) equals sum_i tau_i omega_i^z, and the forces
+    have zero resultant (the torques are internal or act against the world through point 1)."""
+    rng = np.random.default_rng(1)
+    chain = dc.free_chain(6)
+    state = dc.from_joint_angles(chain, rng.uniform(-3, 3, 6), rng.normal(size=6), base_velocity=rng.normal(size=2))
+    tau = jnp.asarray(rng.normal(size=7))
+    F = dc.forces.torque_forces(state.x, tau)
+    np.testing.assert_allclose(jnp.sum(F * state.v), jnp.sum(tau * dc.joint_velocities(state)), rtol=1e-12)
+    np.testing.assert_allclose(jnp.sum(F, 0), 0.0, atol=1e-12)
+
+
+def test_joint_damping_and_drag_dissipate():
+    chain = dc.pendulum(3, k_omega=0.3, k_v=0.2)
+    state = dc.from_joint_angles(chain, jnp.array([0.1, 1.0, -0.5]), jnp.array([2.0, -1.0, 3.0]))
+    tau_d = dc.forces.damping_torques(chain, state)
+    F_d = dc.forces.drag_forces(chain, state)
+    assert float(jnp.sum(tau_d * dc.joint_velocities(state))) < 0
+    assert float(jnp.sum(F_d * state.v)) < 0
+
+
+def test_dalpha_dtau_forward_reverse_and_affinity():
+    """Seed §8.1: d alpha/d tau by jacfwd equals jacrev, and alpha is affine in tau: alpha(tau) = alpha(0) + J tau,
+    so the torques producing a prescribed alpha at chosen joints solve one linear system (seed §8.2)."""
+    rng = np.random.default_rng(2)
+    chain = dc.pendulum(4)
+    state = dc.from_joint_angles(chain, rng.uniform(-2, 2, 4), rng.normal(size=4))
+    J = dc.dalpha_dtau(chain, state, mode="fwd")
+    np.testing.assert_allclose(J, dc.dalpha_dtau(chain, state, mode="rev"), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(J, dc.dalpha_dtau(chain, state, solver=dc.KKT()), rtol=1e-9, atol=1e-10)
+    alpha = lambda tau: dc.joint_accelerations(state, dc.forward_dynamics(chain, state, dc.Control(tau=tau)))
+    tau = jnp.asarray(rng.normal(size=5))
+    np.testing.assert_allclose(alpha(tau), alpha(jnp.zeros(5)) + J @ tau, rtol=1e-10, atol=1e-10)
+    # seed §8.2: actuate joints 1..4 so that alpha_1..4 = target (joint 5 is the free tip: tau_5 = 0)
+    target = jnp.array([1.0, -2.0, 0.5, 0.0])
+    tau_w = jnp.linalg.solve(J[:4, :4], target - alpha(jnp.zeros(5))[:4])
+    np.testing.assert_allclose(alpha(jnp.append(tau_w, 0.0))[:4], target, atol=1e-9)
+
+
+def test_vmap_over_models_and_states():
+    """One compiled step serves a batch of different models and states; each equals its own unbatched result."""
+    rng = np.random.default_rng(3)
+    masses, lengths = rng.uniform(0.5, 2, (8, 3)), rng.uniform(0.5, 2, (8, 3))
+    thetas = rng.uniform(-2, 2, (8, 3))
+
+    def one(m, l, th):
+        chain = dc.pendulum(3, mass=m, length=l)
+        return dc.step(chain, dc.from_joint_angles(chain, th), dc.Control(n=4), 1e-3).x
+
+    batched = jax.jit(jax.vmap(one))(masses, lengths, thetas)
+    for k in range(8):
+        np.testing.assert_allclose(batched[k], one(masses[k], lengths[k], thetas[k]), rtol=1e-12, atol=1e-12)
+
+
+def test_float32_runs():
+    chain = dc.pendulum(3, mass=jnp.ones(3, jnp.float32), length=jnp.ones(3, jnp.float32))
+    state = dc.from_joint_angles(chain, jnp.array([0.3, 0.2, 0.1], jnp.float32))
+    a = dc.forward_dynamics(chain, state, dc.Control(n=4, dtype=jnp.float32))
+    assert a.dtype == jnp.float32
+    a64 = dc.forward_dynamics(dc.pendulum(3), dc.from_joint_angles(dc.pendulum(3), jnp.array([0.3, 0.2, 0.1])))
+    np.testing.assert_allclose(a, a64, rtol=1e-4, atol=1e-4)
