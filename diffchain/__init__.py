@@ -1,6 +1,29 @@
 """diffchain: differentiable dynamics of planar kinematic chains in JAX."""
+import os as _os
+
+
+def _xla_cpu_workarounds():
+    """XLA CPU flags set on import, before JAX creates its backend (opt out: DIFFCHAIN_KEEP_XLA_FLAGS=1).
+
+    * ``--xla_cpu_use_fusion_emitters=false``: jaxlib 0.10.2's new CPU fusion emitter generates an out-of-bounds
+      vector load (segfault) in the backward pass of some small float64 rollouts (RK4, 2-link pendulum);
+    * ``--xla_cpu_experimental_ynn_fusion_type= --xla_cpu_use_xnnpack=false``: its YNN/XNNPACK reductions over
+      length-2 axes are ~3x slower than plain XLA loops on the chain's 2-vectors.
+    The flags only concern the CPU backend. Once JAX has created its backend they can no longer take effect.
+    """
+    if _os.environ.get("DIFFCHAIN_KEEP_XLA_FLAGS"):
+        return
+    flags = _os.environ.get("XLA_FLAGS", "")
+    extra = [f for f in ("--xla_cpu_use_fusion_emitters=false", "--xla_cpu_experimental_ynn_fusion_type=",
+                         "--xla_cpu_use_xnnpack=false") if f.split("=")[0] not in flags]
+    if extra:
+        _os.environ["XLA_FLAGS"] = " ".join([flags] + extra).strip()
+
+
+_xla_cpu_workarounds()
 from .model import Chain, Control, State, cart_chain, free_chain, pendulum
 from .geometry import (from_joint_angles, joint_accelerations, joint_angles, joint_velocities, link_angles)
+from .forces import energy
 from .solvers import KKT, Recursive, Solver, forward_dynamics
 from .integrate import (RK4, Integrator, SeedQuantum, SemiImplicitEuler, check_state, constraint_violation, rollout,
                         step)

@@ -15,15 +15,6 @@ import time
 _BENT = (0.3, 0.9, -0.7, 0.5, 0.4)
 
 
-def energy(chain, traj):
-    """Total mechanical energy (kinetic + gravitational) along a trajectory (T,)."""
-    import jax.numpy as jnp
-
-    kin = 0.5 * jnp.sum(chain.m * jnp.sum(traj.v**2, -1), -1)
-    pot = chain.g * jnp.sum(chain.m * traj.x[..., 1], -1)
-    return kin + pot
-
-
 def demo(args) -> int:
     import jax
     import jax.numpy as jnp
@@ -46,15 +37,15 @@ def demo(args) -> int:
 
     @jax.jit
     def simulate(chain, s0):
-        final, traj = dc.rollout(chain, s0, lambda s: dc.Control(n=chain.n, dtype=s.x.dtype), dt, n_steps=n_steps,
+        final, traj = dc.rollout(chain, s0, None, dt, n_steps=n_steps,
                                  integrator=dc.RK4())
-        _, rho, _ = jax.vmap(dc.geometry.links)(traj.x)
-        return traj, energy(chain, traj), jnp.max(jnp.abs(rho - chain.l), -1)
+        rod_err, _ = jax.vmap(lambda s: dc.constraint_violation(chain, s))(traj)
+        return traj, dc.energy(chain, traj), rod_err
 
     t0 = time.perf_counter()
     traj, E, rod_err = jax.block_until_ready(simulate(chain, s0))
     wall = time.perf_counter() - t0
-    E0 = float(energy(chain, jax.tree_util.tree_map(lambda a: a[None], s0))[0])
+    E0 = float(dc.energy(chain, s0))
     # relative to the energy scale of the motion: potential energy range of the chain (E0 itself may be ~0)
     E_scale = float(chain.g * jnp.sum(chain.m) * jnp.sum(chain.l))
     rel_E = (np.asarray(E) - E0) / E_scale

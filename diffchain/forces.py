@@ -36,3 +36,10 @@ def external_forces(chain: Chain, state: State, control: Control):
     """F^e: gravity + torques (applied and damping) + drag + user point forces."""
     tau = control.tau + damping_torques(chain, state)
     return gravity(chain) + torque_forces(state.x, tau) + drag_forces(chain, state) + control.F
+
+
+def energy(chain: Chain, state: State):
+    """Kinetic plus gravitational potential energy, (1/2) sum m_i |v_i|^2 + g sum m_i y_i (conserved without damping,
+    drag, torques and guided motion)."""
+    kinetic = 0.5 * jnp.sum(chain.m[:, None] * state.v**2, (-2, -1))
+    return kinetic + chain.g * jnp.sum(chain.m * state.x[..., 1], -1)

@@ -40,8 +40,8 @@ def link_L(x):
 
 def _pad_diff(w):
     """w_i - w_{i-1} for i = 1..n from per-link values w_1..w_{n-1}, with w_0 = w_n = 0."""
-    z = jnp.zeros((1,) + w.shape[1:], w.dtype)
-    return jnp.concatenate([w, z]) - jnp.concatenate([z, w])
+    n = w.shape[0] + 1
+    return jnp.zeros((n,) + w.shape[1:], w.dtype).at[:-1].add(w).at[1:].add(-w)
 
 
 def link_angles(x):

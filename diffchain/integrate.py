@@ -75,13 +75,15 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
             integrator: Integrator = SeedQuantum(), checkpoint: int | None = None):
     """Simulate from ``state``; returns (final state, trajectory of the states after each step, stacked on axis 0).
 
-    ``controls`` is either a :class:`Control` whose leaves have a leading time axis (open loop), or a policy
-    ``policy(state) -> Control`` (closed loop, then give ``n_steps``). ``checkpoint=k`` recomputes the forward pass
+    ``controls`` is a :class:`Control` whose leaves have a leading time axis (open loop), a policy
+    ``policy(state) -> Control`` (closed loop), or None (no input); give ``n_steps`` for the last two. ``checkpoint=k`` recomputes the forward pass
     in segments of k steps during reverse-mode differentiation (memory O(T/k + k) instead of O(T)).
     """
+    if controls is None:
+        controls = lambda s: Control(n=chain.n, dtype=s.x.dtype)  # noqa: E731
     if callable(controls) and not isinstance(controls, Control):
         if n_steps is None:
-            raise ValueError("rollout: a policy needs n_steps")
+            raise ValueError("rollout: a policy (or controls=None) needs n_steps")
         policy, xs = controls, None
     else:
         policy, xs = None, controls

@@ -133,20 +133,29 @@ class Control(eqx.Module):
     a_w: Float[Array, "n 2"]
 
     def __init__(self, tau=None, F=None, a_w=None, *, n=None, dtype=None):
+        """Missing parts are zero. Leading axes (a time axis for ``rollout``, a batch axis) are taken from the given
+        parts: ``Control(tau=jnp.zeros((T, n)))`` is a sequence of T controls."""
+        lead = ()
+        for arr, tail in ((tau, 1), (F, 2), (a_w, 2)):
+            if arr is not None:
+                shape = jnp.shape(arr)
+                _require(len(shape) >= tail, f"Control: tau must be (..., n), F and a_w (..., n, 2); got {shape}")
+                lead, n = shape[: len(shape) - tail], shape[len(shape) - tail]
+                break
+        _require(n is not None, "Control: give at least one of tau, F, a_w, or n")
         given = next((a for a in (tau, F, a_w) if a is not None), None)
-        if n is None:
-            _require(given is not None, "Control: give at least one of tau, F, a_w, or n")
-            n = jnp.shape(given)[0]
-        dtype = dtype or (jnp.result_type(float, jnp.asarray(given).dtype) if given is not None else jnp.result_type(float))
-        self.tau = jnp.zeros((n,), dtype) if tau is None else jnp.asarray(tau, dtype)
-        self.F = jnp.zeros((n, 2), dtype) if F is None else jnp.asarray(F, dtype)
-        self.a_w = jnp.zeros((n, 2), dtype) if a_w is None else jnp.asarray(a_w, dtype)
+        if dtype is None:
+            dtype = jnp.result_type(float, *([jnp.asarray(given).dtype] if given is not None else []))
+        self.tau = jnp.zeros(lead + (n,), dtype) if tau is None else jnp.asarray(tau, dtype)
+        self.F = jnp.zeros(lead + (n, 2), dtype) if F is None else jnp.asarray(F, dtype)
+        self.a_w = jnp.zeros(lead + (n, 2), dtype) if a_w is None else jnp.asarray(a_w, dtype)
 
     def __check_init__(self):
-        n = self.tau.shape[-1] if self.tau.ndim else -1
-        _require(self.tau.ndim >= 1, f"Control: tau must have shape (n,), got {self.tau.shape}")
-        _require(self.F.shape[-2:] == (n, 2), f"Control: F must have shape (n, 2) = ({n}, 2), got {self.F.shape}")
-        _require(self.a_w.shape[-2:] == (n, 2), f"Control: a_w must have shape (n, 2) = ({n}, 2), got {self.a_w.shape}")
+        lead, n = self.tau.shape[:-1], self.tau.shape[-1] if self.tau.ndim else -1
+        _require(self.tau.ndim >= 1, f"Control: tau must have shape (..., n), got {self.tau.shape}")
+        _require(self.F.shape == lead + (n, 2), f"Control: F must have shape (..., n, 2) = {lead + (n, 2)}, got {self.F.shape}")
+        _require(self.a_w.shape == lead + (n, 2),
+                 f"Control: a_w must have shape (..., n, 2) = {lead + (n, 2)}, got {self.a_w.shape}")
 
 
 def _per_point(value, n, name):

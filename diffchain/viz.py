@@ -133,34 +133,45 @@ def plot_trajectory(chain, traj, every=None, ax=None, tip_trace=True, n_poses=25
     return fig, ax
 
 
-def animate(chain, traj, path, fps=30, dt=None, tip_trace=True, figsize=(5, 5), dpi=80):
-    """Save an animation of ``traj`` to ``path`` as a GIF (pillow). ``dt`` is the time between trajectory samples
-    (default: from ``traj.t``); steps are skipped so that the GIF plays in real time at ``fps``. Returns ``path``."""
+def animate(chain, traj, path, fps=30, dt=None, trail=2.0, figsize=(5, 5), dpi=80):
+    """Save an animation of ``traj`` to ``path`` as a GIF (pillow) and return ``path``.
+
+    ``dt`` is the time between trajectory samples (default: from ``traj.t``); samples are skipped so that the GIF
+    plays in real time at ``fps``. The last point leaves a trail of the last ``trail`` seconds (0 for none).
+    Pinned points and slider lines are drawn once from the first pose (they do not move unless driven).
+    """
     x, t = _frames(traj)
     if dt is None:
         dt = float(t[1] - t[0]) if len(t) > 1 else 1.0 / fps
     skip = max(1, int(round(1.0 / (fps * dt))))
     idx = np.arange(0, len(x), skip)
     fig, ax = plt.subplots(figsize=figsize)
+    fig.subplots_adjust(left=0.14, right=0.97, bottom=0.11, top=0.97)
+    static = draw_chain(ax, chain, x[0])  # ground symbols stay; the moving parts are redrawn below
+    for a in static[:1 + int(np.sum(~np.asarray(chain.guided)))]:
+        a.remove()
     _limits(ax, chain, x)
-    ax.set_aspect("equal")
     ax.set_xlabel("x [m]")
     ax.set_ylabel("y [m]")
-    trace, = ax.plot([], [], "-", color=TRACE_COLOR, lw=0.8)
+    free = ~np.asarray(chain.guided)
+    m = _np(chain.m)
+    trace, = ax.plot([], [], "-", color=TRACE_COLOR, lw=1.0, zorder=1)
+    rods, = ax.plot([], [], "-", color=ROD_COLOR, lw=2.5, solid_capstyle="round", zorder=2)
+    dots = ax.scatter(x[0, free, 0], x[0, free, 1], s=(7.0 * np.sqrt(m[free] / m.max())) ** 2, c=POINT_COLOR,
+                      edgecolors="k", linewidths=0.6, zorder=3)
     label = ax.text(0.02, 0.97, "", transform=ax.transAxes, va="top", fontsize=9)
-    dynamic = []
+    n_trail = int(round(trail / dt))
 
     def update(k):
-        for a in dynamic:
-            a.remove()
         i = idx[k]
-        dynamic[:] = draw_chain(ax, chain, x[i])
-        if tip_trace:
-            trace.set_data(x[: i + 1, -1, 0], x[: i + 1, -1, 1])
+        rods.set_data(x[i, :, 0], x[i, :, 1])
+        dots.set_offsets(x[i, free])
+        lo = max(0, i - n_trail)
+        trace.set_data(x[lo: i + 1, -1, 0], x[lo: i + 1, -1, 1])
         label.set_text(f"t = {t[i]:.2f} s")
-        return dynamic + [trace, label]
+        return rods, dots, trace, label
 
-    anim = FuncAnimation(fig, update, frames=len(idx), blit=False)
+    anim = FuncAnimation(fig, update, frames=len(idx), blit=False)  # save() redraws every frame anyway
     anim.save(path, writer=PillowWriter(fps=fps), dpi=dpi)
     plt.close(fig)
     return path

@@ -101,3 +101,30 @@ def test_jitted_step_does_not_retrace():
         state = f(chain, state, dc.Control(tau=rng.normal(size=5)))
         state = f(chain, state, dc.Control(tau=rng.normal(size=5)))
     assert len(traces) == 1
+
+
+def test_rk4_gradient_of_a_two_link_pendulum_in_float64():
+    """Run in a subprocess: on jaxlib 0.10.2 this gradient segfaulted in XLA's CPU fusion emitter until diffchain set
+    --xla_cpu_use_fusion_emitters=false on import. The gradient must also match central finite differences."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import jax
+        jax.config.update("jax_enable_x64", True)
+        import jax.numpy as jnp
+        import diffchain as dc
+        chain = dc.pendulum(2)
+        s0 = dc.from_joint_angles(chain, jnp.array([0.3, 0.3]))
+        def loss(tau):
+            return dc.rollout(chain, s0, dc.Control(tau=tau), 0.01, integrator=dc.RK4())[0].x[-1, 1]
+        tau = jnp.linspace(-1.0, 1.0, 30).reshape(10, 3)
+        g = jax.grad(loss)(tau)
+        d = jnp.cos(jnp.arange(30.0)).reshape(10, 3)
+        fd = (loss(tau + 1e-6 * d) - loss(tau - 1e-6 * d)) / 2e-6
+        print(abs(float(jnp.vdot(g, d)) - float(fd)) / max(abs(float(fd)), 1e-12))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert float(out.stdout.strip().splitlines()[-1]) < 1e-6

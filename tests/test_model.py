@@ -29,14 +29,20 @@ def test_bad_states_and_controls_are_rejected():
     chain = dc.pendulum(2)
     with pytest.raises(ValueError, match="v must have the shape of x"):
         dc.State(jnp.zeros((3, 2)), jnp.zeros((2, 2)))
-    with pytest.raises(ValueError, match=r"F must have shape \(n, 2\)"):
+    with pytest.raises(ValueError, match=r"F must have shape \(..., n, 2\)"):
         dc.Control(tau=jnp.zeros(3), F=jnp.zeros((2, 2)))
     with pytest.raises(ValueError, match="theta must have shape"):
         dc.from_joint_angles(chain, jnp.zeros(3))
     with pytest.raises(ValueError, match="x must have shape"):
         dc.check_state(chain, dc.State(jnp.zeros((5, 2))))
-    with pytest.raises(ValueError, match="a policy needs n_steps"):
+    with pytest.raises(ValueError, match="needs n_steps"):
         dc.rollout(chain, dc.from_joint_angles(chain, jnp.zeros(2)), lambda s: dc.Control(n=3), 1e-3)
+
+
+def test_control_sequences_take_their_leading_axes():
+    u = dc.Control(tau=jnp.ones((7, 4)))
+    assert u.F.shape == (7, 4, 2) and u.a_w.shape == (7, 4, 2)
+    assert dc.Control(F=jnp.ones((3, 5, 4, 2))).tau.shape == (3, 5, 4)
 
 
 def test_off_manifold_state_raises_also_under_jit():
