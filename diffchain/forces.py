@@ -4,6 +4,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from .geometry import _pad_diff, joint_velocities, link_L, safe_norm
+from .inertia import link_energy, link_gravity
 from .model import Chain, Control, State
 
 
@@ -35,11 +36,13 @@ def drag_forces(chain: Chain, state: State):
 def external_forces(chain: Chain, state: State, control: Control):
     """F^e: gravity + torques (applied and damping) + drag + user point forces."""
     tau = control.tau + damping_torques(chain, state)
-    return gravity(chain) + torque_forces(state.x, tau) + drag_forces(chain, state) + control.F
+    F = gravity(chain) + torque_forces(state.x, tau) + drag_forces(chain, state) + control.F
+    return F + link_gravity(chain) if chain.has_links else F
 
 
 def energy(chain: Chain, state: State):
-    """Kinetic plus gravitational potential energy, (1/2) sum m_i |v_i|^2 + g sum m_i y_i (conserved without damping,
-    drag, torques and guided motion)."""
+    """Kinetic plus gravitational potential energy, (1/2) sum m_i |v_i|^2 + g sum m_i y_i and the links' share
+    (conserved without damping, drag, torques and guided motion). Works on a trajectory (leading axes) too."""
     kinetic = 0.5 * jnp.sum(chain.m[:, None] * state.v**2, (-2, -1))
-    return kinetic + chain.g * jnp.sum(chain.m * state.x[..., 1], -1)
+    E = kinetic + chain.g * jnp.sum(chain.m * state.x[..., 1], -1)
+    return E + link_energy(chain, state) if chain.has_links else E

@@ -41,3 +41,55 @@ def force_on_ends(f, com, l):
     alpha, beta = body_point_weights(com, l)
     Rf = perp(f)
     return ((1 - alpha)[..., None] * f + beta[..., None] * Rf, alpha[..., None] * f - beta[..., None] * Rf)
+
+
+def chain_link_blocks(chain):
+    """M11, M12, M22 (n-1, 2, 2) of every link of ``chain``."""
+    return link_mass_blocks(chain.link_mass, chain.link_com, chain.link_inertia, chain.l)
+
+
+def point_mass_blocks(chain):
+    """Diagonal 2x2 blocks of the chain's mass matrix: m_i I + M22 of link i-1 + M11 of link i (n, 2, 2)."""
+    eye = jnp.eye(2, dtype=chain.m.dtype)
+    diag = chain.m[:, None, None] * eye
+    if not chain.has_links:
+        return diag
+    M11, _, M22 = chain_link_blocks(chain)
+    return diag.at[:-1].add(M11).at[1:].add(M22)
+
+
+def mass_matrix(chain):
+    """The constant (2n, 2n) mass matrix in point coordinates: block-diagonal for point masses, block-tridiagonal
+    with rigid links (SPEC §8)."""
+    n = chain.n
+    M = jnp.zeros((n, 2, n, 2), chain.m.dtype)
+    idx = jnp.arange(n)
+    M = M.at[idx, :, idx, :].set(point_mass_blocks(chain))
+    if chain.has_links:
+        _, M12, _ = chain_link_blocks(chain)
+        k = jnp.arange(n - 1)
+        M = M.at[k, :, k + 1, :].set(M12).at[k + 1, :, k, :].set(jnp.swapaxes(M12, -1, -2))
+    return M.reshape(2 * n, 2 * n)
+
+
+def link_com_positions(chain, x):
+    """World positions of the links' centres of mass (n-1, 2)."""
+    alpha, beta = body_point_weights(chain.link_com, chain.l)
+    d = x[..., 1:, :] - x[..., :-1, :]
+    return x[..., :-1, :] + alpha[..., None] * d + beta[..., None] * perp(d)
+
+
+def link_gravity(chain):
+    """Weights of the links as generalized forces on the points (n, 2) (N^T f at the centre of mass)."""
+    f = jnp.stack([jnp.zeros_like(chain.link_mass), -chain.g * chain.link_mass], -1)
+    on_k, on_k1 = force_on_ends(f, chain.link_com, chain.l)
+    return jnp.zeros((chain.n, 2), f.dtype).at[:-1].add(on_k).at[1:].add(on_k1)
+
+
+def link_energy(chain, state):
+    """Kinetic energy (1/2) V^T M_link V plus gravitational potential of the links."""
+    M11, M12, M22 = chain_link_blocks(chain)
+    v0, v1 = state.v[..., :-1, :], state.v[..., 1:, :]
+    quad = lambda a, M, b: jnp.einsum("...ki,kij,...kj->...", a, M, b)  # noqa: E731
+    kinetic = 0.5 * (quad(v0, M11, v0) + 2 * quad(v0, M12, v1) + quad(v1, M22, v1))
+    return kinetic + chain.g * jnp.sum(chain.link_mass * link_com_positions(chain, state.x)[..., 1], -1)

@@ -29,10 +29,10 @@ def _require(ok: bool, message: str):
 
 
 class Chain(eqx.Module):
-    """A planar chain of points ("joints") 1..n joined by rigid massless rods ("links") 1..n-1 (seed 000 §1–2).
+    """A planar chain of points ("joints") 1..n joined by rigid rods ("links") 1..n-1 (seed 000 §1–2).
 
     Arrays (differentiable):
-      m:        (n,)   point masses m_i > 0
+      m:        (n,)   point masses m_i > 0 (>= 0 where the links carry the mass)
       l:        (n-1,) rod lengths l_i > 0, rod i joins point i to point i+1
       s:        (n,2)  unit normal s_i of the line a slider point moves on (used where ``slider[i]``)
       c:        (n,)   offset of that line: the point stays on {x : s_i·x = c_i}
@@ -43,6 +43,11 @@ class Chain(eqx.Module):
       guided:   which points have a prescribed acceleration a^w (seed §6.1; a fixed pin is a^w = 0)
       slider:   which points move on a line (seed §6.3, §6.4); ``guided`` wins where both are set
     The last point is the terminal joint of seed §6.2 (no rod leaves it).
+    Optional rigid links with distributed mass (all None for the seed's massless rods; see :mod:`diffchain.inertia`):
+      link_mass:    (n-1,)   mass of link k
+      link_com:     (n-1,2)  its centre of mass (a, b) in metres: a along r_k from point k, b across (along r_k^*);
+                             default (l_k/2, 0)
+      link_inertia: (n-1,)   moment of inertia about the centre of mass (a uniform rod: mass l^2 / 12); default 0
     """
 
     m: Float[Array, " n"]
@@ -54,8 +59,12 @@ class Chain(eqx.Module):
     g: Float[Array, ""]
     guided: Bool[Array, " n"]
     slider: Bool[Array, " n"]
+    link_mass: Float[Array, " n-1"] | None
+    link_com: Float[Array, "n-1 2"] | None
+    link_inertia: Float[Array, " n-1"] | None
 
-    def __init__(self, m, l, *, guided=None, slider=None, s=None, c=None, k_omega=0.0, k_v=0.0, g=G):
+    def __init__(self, m, l, *, guided=None, slider=None, s=None, c=None, k_omega=0.0, k_v=0.0, g=G,
+                 link_mass=None, link_com=None, link_inertia=None):
         m = jnp.asarray(m)
         m = m.astype(jnp.result_type(float, m.dtype))
         n = m.shape[0] if m.ndim == 1 else -1
@@ -69,6 +78,14 @@ class Chain(eqx.Module):
         self.g = jnp.asarray(g, dtype)
         self.guided = jnp.zeros((max(n, 0),), bool) if guided is None else jnp.asarray(guided, bool)
         self.slider = jnp.zeros((max(n, 0),), bool) if slider is None else jnp.asarray(slider, bool)
+        if link_mass is None and link_com is None and link_inertia is None:
+            self.link_mass = self.link_com = self.link_inertia = None
+        else:
+            k = self.l.shape
+            self.link_mass = jnp.broadcast_to(jnp.asarray(0.0 if link_mass is None else link_mass, dtype), k)
+            half = jnp.stack([self.l / 2, jnp.zeros_like(self.l)], -1)
+            self.link_com = half if link_com is None else jnp.broadcast_to(jnp.asarray(link_com, dtype), k + (2,))
+            self.link_inertia = jnp.broadcast_to(jnp.asarray(0.0 if link_inertia is None else link_inertia, dtype), k)
 
     def __check_init__(self):
         m, l = self.m, self.l
@@ -77,11 +94,16 @@ class Chain(eqx.Module):
         _require(l.shape == (n - 1,), f"Chain: lengths l must have shape (n-1,) = ({n - 1},) for n = {n} points, got {l.shape}")
         _require(self.guided.shape == (n,), f"Chain: guided must have one flag per point (n = {n}), got shape {self.guided.shape}")
         _require(self.slider.shape == (n,), f"Chain: slider must have one flag per point (n = {n}), got shape {self.slider.shape}")
-        for name, lo in (("m", 0.0), ("l", 0.0)):
+        for name in ("m", "l"):
             val = _concrete(getattr(self, name))
             if val is not None:
                 _require(bool(np.all(np.isfinite(val))), f"Chain: {name} must be finite, got {val}")
-                _require(bool(np.all(val > lo)), f"Chain: {name} must be positive, got {val}")
+                if name == "m" and self.has_links:
+                    _require(bool(np.all(val >= 0)), f"Chain: m must be non-negative, got {val}")
+                else:
+                    _require(bool(np.all(val > 0)), f"Chain: {name} must be positive, got {val}")
+        if self.has_links:
+            self._check_links()
         for name in ("k_omega", "k_v"):
             val = _concrete(getattr(self, name))
             if val is not None:
@@ -91,6 +113,28 @@ class Chain(eqx.Module):
         if s is not None and on is not None and on.any():
             norms = np.linalg.norm(s[on], axis=-1)
             _require(bool(np.all(np.abs(norms - 1) < 1e-6)), f"Chain: slider normals s must be unit vectors, got norms {norms}")
+
+    def _check_links(self):
+        from .inertia import point_mass_blocks
+
+        k = self.l.shape
+        _require(self.link_mass.shape == k and self.link_inertia.shape == k and self.link_com.shape == k + (2,),
+                 f"Chain: link_mass and link_inertia must have shape {k}, link_com {k + (2,)}")
+        for name in ("link_mass", "link_inertia", "link_com"):
+            val = _concrete(getattr(self, name))
+            if val is not None:
+                _require(bool(np.all(np.isfinite(val))), f"Chain: {name} must be finite, got {val}")
+                _require(name == "link_com" or bool(np.all(val >= 0)), f"Chain: {name} must be non-negative, got {val}")
+        blocks = _concrete(point_mass_blocks(self)) if _concrete(self.m) is not None else None
+        if blocks is not None:
+            weak = np.flatnonzero(np.linalg.eigvalsh(blocks)[:, 0] <= 0)
+            _require(weak.size == 0, f"Chain: points {weak.tolist()} carry no mass (neither a point mass nor link "
+                     "mass at that end): their accelerations would be undetermined")
+
+    @property
+    def has_links(self) -> bool:
+        """Whether the links carry distributed mass (decides the recursion at trace time)."""
+        return self.link_mass is not None
 
     @property
     def n(self) -> int:

@@ -14,7 +14,8 @@ a0 = a^w guided, 0 otherwise) and the terminal joint is a rod of direction r_n =
     A_i  = P_i / m_i - P_i r_i r_i^T P_i / (m_i D_i)           (eq. 8 / §6.3)
     b_i  = A_i F_i^e + a0_i - mu_i P_i r_i / D_i               (eq. 9 / §6.1 / §6.3)
 
-The rod force is F_{i+1}^d = r_i phi_i (phi_i = rod tension). Where D_i vanishes -- a terminal joint, or a guided joint
+The rod force is F_{i+1}^d = r_i phi_i (phi_i = rod tension). Rigid links with distributed mass generalise the step
+(:func:`abcd_backward_inertial`); the seed's closed form above stays the special case for massless rods. Where D_i vanishes -- a terminal joint, or a guided joint
 whose successor cannot move along r_i (guided too, §6.1 "next guided or terminal") -- the seed sets f_i = 0: the
 prescribed accelerations win over the rod length. We do the same, with a relative threshold and double-``where`` so
 the masked branch has finite gradients.
@@ -26,6 +27,7 @@ import jax.numpy as jnp
 
 from .constraints import point_terms, projector, rod_terms
 from .forces import external_forces
+from .inertia import chain_link_blocks, point_mass_blocks
 from .model import Chain, Control, State
 
 
@@ -56,6 +58,50 @@ def abcd_backward(m, r, e, Fe, P, a0):
     return A, b, C, d
 
 
+def abcd_backward_inertial(B, r, e, Fe, P, a0, M12):
+    """The A, b, C, d sweep for links with distributed mass (issue 5; reduces to eqs. 6–9 when the links are massless).
+
+    The chain's mass matrix is block-tridiagonal (:mod:`diffchain.inertia`): diagonal blocks B_i = m_i I + M22 of link
+    i-1 + M11 of link i, and M12 of link i couples a_i and a_{i+1}. F is now everything link i-1 does to point i
+    besides the inertia already in B_i: the rod tension and the coupling -M21 a_{i-1}; so F' = r_i phi_i - M21 a_i.
+    With a_{i+1} = A_{i+1} F' + b_{i+1}, eliminating F' and a_{i+1} leaves, per point, a 2x2 problem:
+        N = B_i - M12 A_{i+1} M21,    rho = (I + M12 A_{i+1}) r_i,    K = P (P N P + I - P)^-1 P
+        D = rho^T K rho + r^T A_{i+1} r,    phi = k^T F + phi0 with k = K rho / D,
+        phi0 = [rho^T K (F^e - M12 b_{i+1} - N a0) + rho^T a0 - e - r^T b_{i+1}] / D
+        A_i = K - K rho rho^T K / D,         b_i = K (F^e - M12 b_{i+1} - N a0 - rho phi0) + a0
+        C_i = r k^T - M21 A_i,               d_i = r phi0 - M21 b_i
+    With massless links N = m I, rho = r, K = P/m and D = (seed's D)/m: the seed's formulas. A massless point is fine
+    as long as a link gives it mass (B_i > 0). Returns A, b, C, d and (k, phi0) for the rod tensions.
+    """
+    tol = 64 * jnp.finfo(Fe.dtype).eps
+    I2 = jnp.eye(2, dtype=Fe.dtype)
+
+    def step(carry, inp):
+        A1, b1 = carry
+        B_i, r_i, e_i, Fe_i, P_i, a0_i, M12_i = inp
+        M21_i = M12_i.T
+        N = B_i - M12_i @ A1 @ M21_i
+        rho = r_i + M12_i @ (A1 @ r_i)
+        K = P_i @ jnp.linalg.inv(P_i @ N @ P_i + I2 - P_i) @ P_i
+        f0 = Fe_i - M12_i @ b1 - N @ a0_i
+        Krho = K @ rho
+        D = rho @ Krho + r_i @ A1 @ r_i
+        scale = (rho @ rho) * jnp.trace(K) + (r_i @ r_i) * jnp.trace(A1)
+        ok = D > tol * scale
+        inv_D = jnp.where(ok, 1.0 / jnp.where(ok, D, 1.0), 0.0)
+        k = inv_D * Krho
+        phi0 = inv_D * (Krho @ f0 + rho @ a0_i - e_i - r_i @ b1)
+        A = K - inv_D * jnp.outer(Krho, Krho)
+        b = K @ (f0 - rho * phi0) + a0_i
+        C = jnp.outer(r_i, k) - M21_i @ A
+        d = r_i * phi0 - M21_i @ b
+        return (A, b), (A, b, C, d, k, phi0)
+
+    init = (jnp.zeros((2, 2), Fe.dtype), jnp.zeros((2,), Fe.dtype))
+    _, (A, b, C, d, k, phi0) = jax.lax.scan(step, init, (B, r, e, Fe, P, a0, M12), reverse=True)
+    return (A, b, C, d), (k, phi0)
+
+
 def forward_sweep(A, b, C, d):
     """Seed §3 steps 2–3: F_1^d = 0, F_{i+1}^d = C_i F_i^d + d_i, a_i = A_i F_i^d + b_i. Returns a (n,2), F^d (n,2)."""
 
@@ -74,6 +120,10 @@ def recursive_dynamics(chain: Chain, state: State, control: Control, stab=None):
     Fe = external_forces(chain, state, control)
     r_all = jnp.concatenate([r, jnp.zeros((1, 2), r.dtype)])  # the terminal joint: a rod of direction 0
     e_all = jnp.concatenate([e, jnp.zeros((1,), e.dtype)])
-    a, Fd = forward_sweep(*abcd_backward(chain.m, r_all, e_all, Fe, P, a0))
-    phi = jnp.sum(r * Fd[1:], -1)
-    return a, phi
+    if not chain.has_links:
+        a, Fd = forward_sweep(*abcd_backward(chain.m, r_all, e_all, Fe, P, a0))
+        return a, jnp.sum(r * Fd[1:], -1)
+    M12 = jnp.concatenate([chain_link_blocks(chain)[1], jnp.zeros((1, 2, 2), Fe.dtype)])
+    coeffs, (k, phi0) = abcd_backward_inertial(point_mass_blocks(chain), r_all, e_all, Fe, P, a0, M12)
+    a, F = forward_sweep(*coeffs)
+    return a, (jnp.sum(k * F, -1) + phi0)[:-1]

@@ -3,7 +3,7 @@
 * :class:`Recursive` -- the O(n) seed-000 recursion (:mod:`diffchain.recursive`).
 * :class:`KKT` -- the Lagrange equations of mixed type solved directly (seed 001 eq. 8.36, seed 004):
       [[M, J^T], [J, 0]] [a; -lambda] = [F^e; gamma]
-  with M = diag(m_i I_2), J the Jacobian of the rod, guide and slider constraints and gamma their right-hand sides
+  with M the point mass matrix (diag(m_i I_2), block-tridiagonal with rigid links), J the Jacobian of the rod, guide and slider constraints and gamma their right-hand sides
   (:mod:`diffchain.constraints`). Constraint rows that are switched off keep their place (fixed shapes) as a zero row with
   a unit diagonal in the lower block, which forces their multiplier to 0.
 
@@ -16,6 +16,7 @@ import jax.numpy as jnp
 
 from .constraints import point_terms, rod_terms
 from .forces import external_forces
+from .inertia import mass_matrix
 from .model import Chain, Control, State
 from .recursive import recursive_dynamics
 
@@ -58,7 +59,7 @@ def kkt_dynamics(chain: Chain, state: State, control: Control, stab=None):
     n = chain.n
     J, gamma, on = constraint_jacobian(chain, state, control.a_w, stab)
     nc = J.shape[0]
-    M = jnp.diag(jnp.repeat(chain.m, 2))
+    M = mass_matrix(chain)
     K = jnp.block([[M, J.T], [J, jnp.diag(jnp.where(on, 0.0, 1.0).astype(J.dtype))]])
     rhs = jnp.concatenate([external_forces(chain, state, control).reshape(-1), gamma])
     sol = jnp.linalg.solve(K, rhs)

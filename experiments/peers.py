@@ -26,7 +26,7 @@ G = 9.81
 _POINT_INERTIA = 1e-12
 
 
-def pendulum_mjcf(masses, lengths, dt=1e-3, integrator="Euler"):
+def pendulum_mjcf(masses, lengths, dt=1e-3, integrator="Euler", link_mass=None, link_com=None, link_inertia=None):
     """Return an MJCF string for the planar point-mass pendulum chain.
 
     Args:
@@ -34,6 +34,9 @@ def pendulum_mjcf(masses, lengths, dt=1e-3, integrator="Euler"):
       lengths: length n-1 link lengths.
       dt: timestep.
       integrator: MuJoCo integrator name ("Euler", "RK4", "implicit", ...).
+      link_mass, link_com, link_inertia: optional rigid links with distributed mass (diffchain's convention: com
+        (a, b) along the link and across it, counter-clockwise; inertia about the centre of mass). Each MuJoCo body
+        then carries its tip point mass and its link, combined into one inertial (parallel-axis theorem).
 
     With all qpos = 0 the chain is stretched along +x. Contacts are disabled
     and there are no geoms; actuator k is a gear-1 motor on hinge k.
@@ -42,15 +45,24 @@ def pendulum_mjcf(masses, lengths, dt=1e-3, integrator="Euler"):
     lengths = [float(l) for l in lengths]
     if len(masses) != len(lengths) + 1 or not lengths:
         raise ValueError("need len(masses) == len(lengths) + 1 >= 2")
+    nl = len(lengths)
+    mu = np.zeros(nl) if link_mass is None else np.asarray(link_mass, float)
+    com = np.zeros((nl, 2)) if link_com is None else np.asarray(link_com, float)
+    J = np.zeros(nl) if link_inertia is None else np.asarray(link_inertia, float)
     body, close, motors = "", "", ""
     pos = "0 0 0"
     for k, (l, m) in enumerate(zip(lengths, masses[1:]), start=1):
         ind = "  " * (k + 1)
+        # our (along, across) = MuJoCo (x, z) in the link body
+        p_pt, p_link = np.array([l, 0.0]), com[k - 1]
+        M = m + mu[k - 1]
+        c = (m * p_pt + mu[k - 1] * p_link) / M
+        Iyy = J[k - 1] + mu[k - 1] * np.sum((p_link - c) ** 2) + m * np.sum((p_pt - c) ** 2)
+        I, M, c = float(max(Iyy, _POINT_INERTIA)), float(M), [float(v) for v in c]
         body += (
             f'{ind}<body name="link{k}" pos="{pos}">\n'
             f'{ind}  <joint name="q{k}" type="hinge" axis="0 -1 0"/>\n'
-            f'{ind}  <inertial pos="{l!r} 0 0" mass="{m!r}" '
-            f'diaginertia="{_POINT_INERTIA} {_POINT_INERTIA} {_POINT_INERTIA}"/>\n'
+            f'{ind}  <inertial pos="{c[0]!r} 0 {c[1]!r}" mass="{M!r}" diaginertia="{I!r} {I!r} {I!r}"/>\n'
         )
         close = f"{ind}</body>\n" + close
         motors += f'    <motor name="tau{k}" joint="q{k}" gear="1"/>\n'
@@ -71,9 +83,9 @@ def _model(masses, lengths, **kw):
     return mujoco.MjModel.from_xml_string(pendulum_mjcf(masses, lengths, **kw))
 
 
-def mujoco_qacc(masses, lengths, theta, theta_dot, tau):
-    """Forward dynamics with mujoco.mj_forward: theta_ddot (float64, n-1)."""
-    m = _model(masses, lengths)
+def mujoco_qacc(masses, lengths, theta, theta_dot, tau, **links):
+    """Forward dynamics with mujoco.mj_forward: theta_ddot (float64, n-1). ``links``: see pendulum_mjcf."""
+    m = _model(masses, lengths, **links)
     d = mujoco.MjData(m)
     d.qpos[:] = theta
     d.qvel[:] = theta_dot

@@ -8,11 +8,17 @@ SIZES = (1, 2, 3, 4, 5, 8, 13, 21, 40, 64)  # a fixed menu of n bounds the numbe
 
 
 @st.composite
-def random_problem(draw, sizes=SIZES, kinds=True, pose=None):
-    """(chain, state, control, description): every joint kind, random or near-stretched or folded poses."""
+def random_problem(draw, sizes=SIZES, kinds=True, pose=None, links=False):
+    """(chain, state, control, description): every joint kind, random or near-stretched or folded poses; with
+    ``links`` rigid links with random mass, centre of mass and inertia, and some massless points."""
     n = draw(st.sampled_from(sizes))
     seed = draw(st.integers(0, 2**32 - 1))
     pose = pose or draw(st.sampled_from(["random", "stretched", "folded"]))
+    return make_problem(n, seed, pose, kinds, links)
+
+
+def make_problem(n, seed, pose="random", kinds=True, links=False):
+    """The deterministic body of :func:`random_problem` (to replay a failing example by its description)."""
     rng = np.random.default_rng(seed)
     m = np.exp(rng.uniform(-1.5, 1.5, n))
     l = np.exp(rng.uniform(-1.0, 1.0, n - 1))
@@ -36,8 +42,13 @@ def random_problem(draw, sizes=SIZES, kinds=True, pose=None):
     theta = np.concatenate([[rng.uniform(-np.pi, np.pi)], theta[1:]]) if n > 1 else theta
     s = rng.normal(size=(n, 2))
     s /= np.linalg.norm(s, axis=1, keepdims=True)
+    inertial = {}
+    if links:
+        m = m * (rng.uniform(size=n) < 0.6) if n > 1 else m
+        inertial = dict(link_mass=np.exp(rng.uniform(-1.5, 1.5, n - 1)), link_com=rng.normal(size=(n - 1, 2)) * l[:, None],
+                        link_inertia=np.exp(rng.uniform(-3, 0, n - 1)) * l**2)
     chain = dc.Chain(m, l, guided=guided, slider=slider, s=s, c=rng.normal(size=n),
-                     k_omega=rng.uniform(0, 0.5, n), k_v=rng.uniform(0, 0.1, n))
+                     k_omega=rng.uniform(0, 0.5, n), k_v=rng.uniform(0, 0.1, n), **inertial)
     state = dc.from_joint_angles(chain, theta, rng.normal(size=n - 1), base=rng.normal(size=2),
                                  base_velocity=rng.normal(size=2))
     control = dc.Control(tau=rng.normal(size=n), F=rng.normal(size=(n, 2)), a_w=rng.normal(size=(n, 2)))

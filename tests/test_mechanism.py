@@ -1,0 +1,280 @@
+"""Mechanisms in natural coordinates (issue 4): every number is checked against something computed another way --
+closed forms (Freudenstein, slider-crank, pendulum), the other solvers, the seed-000 recursion, invariants, finite
+differences."""
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import diffchain as dc
+from diffchain import kinematics as kin
+from diffchain import mechsolvers as ms
+from diffchain.mechanism import MechanismBuilder
+from diffchain.mechsim import mechanism_rollout
+
+SOLVERS = [ms.KKT(), ms.RangeSpace(), ms.NullSpace(), ms.Larin()]
+dyn = eqx.filter_jit(ms.mechanism_dynamics)
+analysis = eqx.filter_jit(kin.kinematic_analysis)
+assemble = eqx.filter_jit(kin.assemble)
+
+# four-bar: ground O, A; crank a = |OB|, coupler b = |BC|, rocker c = |AC|, frame d = |OA| (Grashof crank-rocker)
+a_, b_, c_, d_ = 1.0, 3.0, 2.5, 3.0
+
+
+def freudenstein(th2, branch=1.0):
+    """Rocker angle theta4 from K1 cos t4 - K2 cos t2 + K3 = cos(t2 - t4), K1 = d/a, K2 = d/c,
+    K3 = (a^2 - b^2 + c^2 + d^2) / (2 a c); written as P cos t4 + S sin t4 = R."""
+    K1, K2, K3 = d_ / a_, d_ / c_, (a_**2 - b_**2 + c_**2 + d_**2) / (2 * a_ * c_)
+    P, S, R = K1 - jnp.cos(th2), -jnp.sin(th2), K2 * jnp.cos(th2) - K3
+    return jnp.arctan2(S, P) + branch * jnp.arccos(R / jnp.sqrt(P**2 + S**2))
+
+
+def four_bar(th2=1.0, driven=None, masses=(1.0, 2.0, 1.5), motor=False, g=9.81):
+    mb = MechanismBuilder(g=g)
+    mb.ground("O", (0, 0)), mb.ground("A", (d_, 0))
+    t4 = float(freudenstein(th2))
+    mb.point("B", (a_ * np.cos(th2), a_ * np.sin(th2)))
+    mb.point("C", (d_ + c_ * np.cos(t4) + 0.05, c_ * np.sin(t4) - 0.05))   # drawn roughly: assembly fixes it
+    mb.body("crank", "O", "B", mass=masses[0], inertia=0.05, length=a_)
+    mb.body("coupler", "B", "C", mass=masses[1], inertia=0.4, com=(1.2, 0.3), length=b_)
+    mb.body("rocker", "A", "C", mass=masses[2], inertia=0.2, length=c_)
+    if driven is not None:
+        mb.drive("crank_drive", "angle", ("O", "B"), driven)
+    if motor:
+        mb.motor("crank_motor", "ground", "crank")
+    mech, guess = mb.build()
+    state, info = assemble(mech, guess)
+    assert int(info.status) == kin.ASSEMBLED
+    return mech, state
+
+
+def rocker_angle(x):
+    C = x[1]
+    return jnp.arctan2(C[1], C[0] - d_)
+
+
+def test_four_bar_kinematics_vs_freudenstein():
+    th = lambda t: 0.3 + 1.7 * t + 0.4 * jnp.sin(2.0 * t)  # noqa: E731
+    mech, s0 = four_bar(0.3, driven=th)
+    ts = jnp.linspace(0.0, 3.0, 31)
+    states, acc, info = analysis(mech, s0, ts)
+    assert np.all(np.asarray(info.status) == 0) and float(jnp.max(info.residual)) < 1e-10
+    t4 = lambda t: freudenstein(th(t))  # noqa: E731
+    w4 = jax.vmap(jax.grad(t4))(ts)
+    al4 = jax.vmap(jax.grad(jax.grad(t4)))(ts)
+    x = states.x
+    t4_sim = jax.vmap(rocker_angle)(x)
+    CA = x[:, 1] - jnp.array([d_, 0.0])
+    cross = lambda u, v: u[..., 0] * v[..., 1] - u[..., 1] * v[..., 0]  # noqa: E731
+    np.testing.assert_allclose(np.unwrap(t4_sim), np.unwrap(jax.vmap(t4)(ts)), atol=1e-10)
+    np.testing.assert_allclose(cross(CA, states.v[:, 1]) / c_**2, w4, atol=1e-9)
+    np.testing.assert_allclose(cross(CA, acc[:, 1]) / c_**2, al4, atol=1e-8)
+
+
+@pytest.mark.parametrize("stab", [None, 0.05])
+def test_solvers_agree_on_four_bar(stab):
+    mech, s = four_bar(1.1)
+    s = dc.State(s.x + 1e-3, jnp.array([[0.3, -0.7], [1.1, 0.2]]), 0.0)   # off the manifold on purpose
+    ref, lam_ref, info = dyn(mech, s, solver=ms.KKT(), stab=stab)
+    assert int(info.rank) == 3 and int(info.mobility) == 1 and int(info.status) == 0
+    for solver in SOLVERS[1:] + [dc.KKT()]:
+        a, lam, info = dyn(mech, s, solver=solver, stab=stab)
+        np.testing.assert_allclose(a, ref, rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(lam, lam_ref, rtol=1e-9, atol=1e-9)
+
+
+def test_four_bar_energy_conserved_rk4():
+    mech, s = four_bar(0.8)
+    s, _ = kin.velocities(mech, dc.State(s.x, jnp.array([[-2.0, 1.5], [0.0, 0.0]]), 0.0))
+    rollout = eqx.filter_jit(lambda m, s: mechanism_rollout(m, s, 1e-3, 10_000, integrator=dc.RK4()))
+    final, traj = rollout(mech, s)
+    E = jax.vmap(lambda x, v: mech.energy(dc.State(x, v, 0.0)))(traj.x, traj.v)
+    E0 = float(mech.energy(s))
+    assert float(jnp.max(jnp.abs(E - E0))) / abs(E0) <= 1e-6
+    assert float(jnp.max(jnp.abs(jax.vmap(lambda x: mech.phi(x.reshape(-1), 0.0))(traj.x)))) < 1e-6
+
+
+def slider_crank(omega=2.0, th0=0.4, r=1.0, l=3.0, m=2.0):
+    mb = MechanismBuilder()
+    mb.ground("O", (0, 0)), mb.ground("rail0", (0, 0)), mb.ground("rail1", (1, 0))
+    mb.point("B", (r * np.cos(th0), r * np.sin(th0)))
+    mb.point("C", (r * np.cos(th0) + np.sqrt(l**2 - (r * np.sin(th0)) ** 2) + 0.1, 0.05), mass=m)
+    mb.body("crank", "O", "B", mass=1.0, inertia=0.1, length=r)
+    mb.rod("rod", "B", "C", length=l)
+    mb.slider("rail", "C", "rail0", "rail1")
+    mb.drive("crank_drive", "angle", ("O", "B"), lambda t: th0 + omega * t)
+    return mb.build()
+
+
+def test_slider_crank_kinematics_and_crank_pin_reaction():
+    """x_C = r c + S, S = sqrt(l^2 - r^2 s^2); x_C' = -r s w - r^2 s c w / S;
+    x_C'' = -r c w^2 - r^2 w^2 (c^2 - s^2) / S - r^4 s^2 c^2 w^2 / S^3 (hand-derived, constant w).
+    The rod is a two-force member: the slider's x-equation m x_C'' = T (x_B - x_C)/l gives its tension T, and the crank
+    pin carries T (C - B)/l on B; gravity acts on the slider across the rail and does not change T."""
+    r, l, m, w, th0 = 1.0, 3.0, 2.0, 2.0, 0.4
+    mech, guess = slider_crank(w, th0, r, l, m)
+    ts = jnp.linspace(0.0, 2.0, 9)
+    states, acc, info = analysis(mech, assemble(mech, guess)[0], ts)
+    assert np.all(np.asarray(info.status) == 0)
+    th = th0 + w * ts
+    s, c = jnp.sin(th), jnp.cos(th)
+    S = jnp.sqrt(l**2 - r**2 * s**2)
+    np.testing.assert_allclose(states.x[:, 1, 0], r * c + S, atol=1e-10)
+    np.testing.assert_allclose(states.v[:, 1, 0], -r * s * w - r**2 * s * c * w / S, atol=1e-9)
+    xdd = -r * c * w**2 - r**2 * w**2 * (c**2 - s**2) / S - r**4 * s**2 * c**2 * w**2 / S**3
+    np.testing.assert_allclose(acc[:, 1, 0], xdd, atol=1e-8)
+    iB = mech.point_names.index("B")
+    for k in (0, 3, 7):
+        st = jax.tree_util.tree_map(lambda u: u[k], states)
+        B, C = st.x[0], st.x[1]
+        T = m * xdd[k] * l / (B[0] - C[0])
+        for solver in SOLVERS:
+            a, lam, info = dyn(mech, st, solver=solver)
+            assert int(info.mobility) == 0 and int(info.status) == 0
+            np.testing.assert_allclose(a[1, 0], xdd[k], atol=1e-8)
+            F = ms.reactions(mech, st, lam)["rod"][iB]
+            np.testing.assert_allclose(F, T * (C - B) / l, rtol=1e-8, atol=1e-8)
+
+
+def test_larin_pendulum_cartesian():
+    """Seed 002's test case: a point mass on a rod in Cartesian coordinates; theta_dd = -(g/l) sin theta, and the basis
+    of null(Gamma) is the unit tangent [-y2; y1] (up to sign)."""
+    l, g = 1.3, 9.81
+    rng = np.random.default_rng(0)
+    for th, thd in zip(rng.uniform(-3, 3, 5), rng.uniform(-2, 2, 5)):
+        mb = MechanismBuilder(g=g)
+        mb.ground("O", (0, 0))
+        p = np.array([l * np.sin(th), -l * np.cos(th)])
+        mb.point("P", p, mass=0.7)
+        mb.rod("rod", "O", "P")
+        mech, s = mb.build()
+        s = dc.State(s.x, thd * jnp.array([[l * np.cos(th), l * np.sin(th)]]), 0.0)
+        a, _, info = dyn(mech, s, solver=ms.Larin())
+        thdd = (p[0] * a[0, 1] - p[1] * a[0, 0]) / l**2
+        np.testing.assert_allclose(thdd, -g / l * np.sin(th), rtol=1e-12, atol=1e-12)
+        B, r = ms.larin_basis(jax.jacfwd(mech.phi)(s.x.reshape(-1), 0.0), mech.on)
+        assert int(r) == 1
+        np.testing.assert_allclose(jnp.abs(B[:, 1]), np.abs([-p[1] / l, p[0] / l]), atol=1e-12)
+
+
+def test_open_chain_as_mechanism_matches_recursion():
+    rng = np.random.default_rng(1)
+    n = 4
+    mass, length = rng.uniform(0.5, 2.0, n), rng.uniform(0.5, 1.5, n)
+    chain = dc.pendulum(n, mass=mass, length=length)
+    state = dc.from_joint_angles(chain, rng.uniform(-2, 2, n), rng.uniform(-2, 2, n))
+    tau = jnp.asarray(np.r_[rng.uniform(-1, 1, n), 0.0])
+    a_rec = dc.forward_dynamics(chain, state, dc.Control(tau=tau), solver=dc.Recursive())
+    mb = MechanismBuilder(g=float(chain.g))
+    mb.ground("P0", np.asarray(state.x[0]))
+    for k in range(1, n + 1):
+        mb.point(f"P{k}", np.asarray(state.x[k]), mass=mass[k - 1])
+        mb.rod(f"link{k}", f"P{k - 1}", f"P{k}")
+        mb.motor(f"m{k}", "ground" if k == 1 else f"link{k - 1}", f"link{k}")
+    mech, _ = mb.build()
+    s = dc.State(state.x[1:], state.v[1:], 0.0)
+    for solver in SOLVERS:
+        a, _, _ = dyn(mech, s, tau[:n], solver=solver)
+        np.testing.assert_allclose(a, a_rec[1:], rtol=1e-10, atol=1e-10)
+
+
+def parallelogram(extra, th=0.7):
+    mb = MechanismBuilder()
+    for name, xy in (("O", (0, 0)), ("A", (2, 0)), ("H", (1, 0))):
+        mb.ground(name, xy)
+    u = np.array([np.cos(th), np.sin(th)])
+    mb.point("B", u), mb.point("C", np.array([2, 0]) + u)
+    mb.body("crank", "O", "B", mass=1.0, inertia=0.1)
+    mb.body("coupler", "B", "C", mass=2.0, inertia=0.5)
+    mb.body("rocker", "A", "C", mass=1.0, inertia=0.1)
+    if extra:   # a third crank, parallel to the others: a redundant constraint (Gruebler count says mobility 0)
+        mb.attach("F", "coupler", (1.0, 0.0))
+        mb.rod("middle", "H", "F")
+    return mb.build()
+
+
+def test_over_constrained_loop_same_accelerations_min_norm_lambda():
+    (m1, s1), (m2, s2) = parallelogram(False), parallelogram(True)
+    v = jnp.array([[-0.64, 0.76], [-0.64, 0.76]]) * 1.5
+    s1, s2 = dc.State(s1.x, v, 0.0), dc.State(s2.x, v, 0.0)
+    ref, _, _ = dyn(m1, s1, solver=ms.KKT())
+    for solver in SOLVERS:
+        a, lam, info = dyn(m2, s2, solver=solver)
+        np.testing.assert_allclose(a, ref, rtol=1e-10, atol=1e-10)
+        assert int(info.rank) == 3 and int(info.mobility) == 1 and int(info.status) == 0
+        assert int(jnp.sum(info.redundant)) == 1
+        J = np.asarray(jax.jacfwd(m2.phi)(s2.x.reshape(-1), 0.0))
+        lam_min = np.linalg.pinv(J.T) @ (J.T @ np.asarray(lam))
+        np.testing.assert_allclose(lam, lam_min, rtol=1e-8, atol=1e-8)
+
+
+def test_singular_configuration_is_reported():
+    """At theta = 0 the parallelogram is folded flat: all links collinear, the rank drops (bifurcation point)."""
+    mech, _ = parallelogram(False)
+    s = dc.State(jnp.array([[1.0, 0.0], [3.0, 0.0]]), jnp.zeros((2, 2)), 0.0)
+    for solver in SOLVERS:
+        a, lam, info = dyn(mech, s, solver=solver)
+        assert int(info.status) == ms.SINGULAR and int(info.rank) == 2
+        assert np.all(np.isfinite(a))
+    with pytest.raises(Exception, match="rank dropped"):
+        ms.mechanism_dynamics(mech, s, check=True)
+
+
+def test_unreachable_assembly_and_inconsistent_drivers_are_reported():
+    mb = MechanismBuilder()
+    mb.ground("O", (0, 0)), mb.ground("A", (5, 0))
+    mb.point("B", (1, 0)), mb.point("C", (3, 1))
+    for name, p, q in (("crank", "O", "B"), ("coupler", "B", "C"), ("rocker", "A", "C")):
+        mb.body(name, p, q, mass=1.0, inertia=0.1, length=1.0)    # 1 + 1 + 1 < 5: the loop cannot close
+    mech, guess = mb.build()
+    s, info = assemble(mech, guess)
+    assert int(info.status) == kin.UNREACHABLE and np.isfinite(float(info.residual)) and float(info.residual) > 0.1
+    with pytest.raises(Exception, match="unreachable"):
+        kin.assemble(mech, guess, check=True)
+    # the crank driven twice with different laws
+    mb2 = MechanismBuilder()
+    mb2.ground("O", (0, 0))
+    mb2.point("B", (np.cos(0.5), np.sin(0.5)), mass=1.0)
+    mb2.rod("crank", "O", "B")
+    mb2.drive("d1", "angle", ("O", "B"), lambda t: 0.5 + t)
+    mb2.drive("d2", "angle", ("O", "B"), lambda t: 0.5 + 2 * t + t**2)
+    mech2, s2 = mb2.build()
+    _, vinfo = kin.velocities(mech2, s2)
+    assert int(vinfo.status) == kin.INCONSISTENT_DRIVERS
+    _, _, dinfo = dyn(mech2, s2)
+    assert int(dinfo.status) == ms.INCONSISTENT
+
+
+def test_builder_rejects_bad_input():
+    mb = MechanismBuilder()
+    mb.ground("O", (0, 0))
+    with pytest.raises(ValueError, match="used twice"):
+        mb.ground("O", (1, 0))
+    with pytest.raises(ValueError, match="unknown point"):
+        mb.rod("r", "O", "nowhere")
+    mb.point("P", (0, 0))
+    with pytest.raises(ValueError, match="coincident"):
+        mb.rod("r", "O", "P")
+    mb.point("Q", (1, 0))
+    mb.rod("r", "O", "Q")
+    with pytest.raises(ValueError, match="mass matrix is singular"):
+        mb.build()
+    with pytest.raises(ValueError, match="needs 4 points"):
+        mb.drive("d", "relangle", ("O", "Q"), 0.0)
+    with pytest.raises(TypeError, match="mechanism solvers"):
+        ms.mechanism_dynamics(*parallelogram(False), solver=dc.Recursive())
+
+
+def test_gradient_through_rollout_matches_finite_differences():
+    mech, s = four_bar(0.8, motor=True)
+
+    def final_angle(tau):
+        final, _ = mechanism_rollout(mech, s, 2e-3, 150, tau=tau[None], integrator=dc.RK4())
+        return rocker_angle(final.x)
+
+    f = jax.jit(final_angle)
+    g = jax.jit(jax.grad(final_angle))(jnp.array(0.7))
+    h = 1e-5
+    fd = (f(jnp.array(0.7 + h)) - f(jnp.array(0.7 - h))) / (2 * h)
+    np.testing.assert_allclose(g, fd, rtol=1e-6)
