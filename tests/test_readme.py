@@ -10,3 +10,16 @@ def test_readme_examples_run():
     namespace = {}
     for block in blocks:
         exec(compile(block, "README.md", "exec"), namespace)
+
+
+def test_notebook_code_cells_run():
+    import json
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    for path in sorted((pathlib.Path(__file__).parent.parent / "notebooks").glob("*.ipynb")):
+        namespace = {}
+        for cell in json.loads(path.read_text())["cells"]:
+            if cell["cell_type"] == "code":
+                exec(compile("".join(cell["source"]), str(path), "exec"), namespace)
