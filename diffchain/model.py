@@ -36,7 +36,8 @@ class Chain(eqx.Module):
       l:        (n-1,) rod lengths l_i > 0, rod i joins point i to point i+1
       s:        (n,2)  unit normal s_i of the line a slider point moves on (used where ``slider[i]``)
       c:        (n,)   offset of that line: the point stays on {x : s_i·x = c_i}
-      k_omega:  (n,)   joint viscous damping: torque -k_omega_i * omega_i^z (seed §4.3)
+      k_omega:  (n,)   joint viscous damping: torque -k_omega_i * omega_i^z (seed §4.3); a scalar damps joints
+                       1..n-1 (joint n has no outgoing link: omega_n^z would be link n-1 against the world)
       k_v:      (n,)   quadratic air drag: force -k_v_i * v_i * |v_i| (seed §4.3)
       g:        ()     gravitational acceleration, acting along -y (seed §4.1)
     Boolean masks (n,):
@@ -73,8 +74,12 @@ class Chain(eqx.Module):
         self.l = jnp.asarray(l, dtype)
         self.s = jnp.broadcast_to(jnp.asarray([0.0, 1.0] if s is None else s, dtype), (max(n, 0), 2))
         self.c = jnp.broadcast_to(jnp.asarray(0.0 if c is None else c, dtype), (max(n, 0),))
-        self.k_omega = jnp.broadcast_to(jnp.asarray(k_omega, dtype), (max(n, 0),))
-        self.k_v = jnp.broadcast_to(jnp.asarray(k_v, dtype), (max(n, 0),))
+        k_omega = jnp.asarray(k_omega, dtype)
+        if k_omega.ndim == 0:
+            k_omega = jnp.full((max(n, 0),), k_omega).at[-1:].set(0.0)
+        self.k_omega = k_omega
+        k_v = jnp.asarray(k_v, dtype)
+        self.k_v = jnp.broadcast_to(k_v, (max(n, 0),)) if k_v.ndim == 0 else k_v
         self.g = jnp.asarray(g, dtype)
         self.guided = jnp.zeros((max(n, 0),), bool) if guided is None else jnp.asarray(guided, bool)
         self.slider = jnp.zeros((max(n, 0),), bool) if slider is None else jnp.asarray(slider, bool)
@@ -104,6 +109,8 @@ class Chain(eqx.Module):
                     _require(bool(np.all(val > 0)), f"Chain: {name} must be positive, got {val}")
         if self.has_links:
             self._check_links()
+        _require(self.k_omega.shape == (n,) and self.k_v.shape == (n,),
+                 f"Chain: k_omega and k_v must be scalars or have shape ({n},)")
         for name in ("k_omega", "k_v"):
             val = _concrete(getattr(self, name))
             if val is not None:

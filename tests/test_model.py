@@ -137,3 +137,13 @@ def test_float32_runs():
     assert a.dtype == jnp.float32
     a64 = dc.forward_dynamics(dc.pendulum(3), dc.from_joint_angles(dc.pendulum(3), jnp.array([0.3, 0.2, 0.1])))
     np.testing.assert_allclose(a, a64, rtol=1e-4, atol=1e-4)
+
+
+def test_scalar_joint_damping_dissipates_exactly_at_the_joints():
+    """A scalar k_omega damps joints 1..n-1: dE/dt = -k sum_{i<n} (omega_i^z)^2 (joint n has no outgoing link)."""
+    chain = dc.pendulum(2, k_omega=0.1)
+    state = dc.from_joint_angles(chain, jnp.array([0.3, 1.0]), jnp.array([1.5, -2.0]))
+    a = dc.forward_dynamics(chain, state)
+    dE = float(jnp.sum(chain.m[:, None] * state.v * a) + chain.g * jnp.sum(chain.m * state.v[:, 1]))
+    omega = dc.joint_velocities(state)
+    np.testing.assert_allclose(dE, -0.1 * float(jnp.sum(omega[:-1] ** 2)), rtol=1e-12)
