@@ -28,3 +28,10 @@ from .solvers import KKT, Recursive, Solver, forward_dynamics
 from .integrate import (RK4, Integrator, SeedQuantum, SemiImplicitEuler, check_state, constraint_violation, rollout,
                         step)
 from .sensitivity import da_dF, dalpha_dtau
+from .mechanism import Mechanism, MechanismBuilder
+from .mechsolvers import Larin, NullSpace, RangeSpace, constraint_terms, lagrange_terms, mechanism_dynamics, reactions
+from .kinematics import (accelerations as acceleration_analysis, assemble, kinematic_analysis,
+                         velocities as velocity_analysis)
+from .mechsim import (actuator_forces, loop_closure_dynamics, loop_closure_terms, mechanism_inverse_dynamics,
+                      mechanism_rollout)
+from .banded import closed_chain_dynamics

@@ -11,12 +11,14 @@ thousands of copies work directly:
 Each task wraps a :class:`diffchain.systems.Benchmark`: observations, rewards and termination are written in the
 seed's coordinates (q, q'), the simulation is the chain model. Actions are clipped to [low, high]; ``done`` is True
 once the task failed or ``max_steps`` were taken; ``step`` does not reset by itself (``auto_reset`` does). A step
-integrates ``substeps`` RK4 quanta of length ``dt / substeps`` with the action (and friction terms) held.
+integrates ``substeps`` quanta of length ``dt / substeps`` with the action (and friction terms) held, by RK4 unless
+another integrator is chosen (``env.with_integrator(dc.SemiImplicitEuler())``).
 Where the seed gives no bounds or termination rule (Acrobot, weightlifting, double and triple cart), the choices are
 stated in each class and are parameters.
 """
 from __future__ import annotations
 
+import copy
 from typing import Callable
 
 import equinox as eqx
@@ -24,7 +26,7 @@ import jax
 import jax.numpy as jnp
 
 from . import systems
-from .integrate import RK4, step as chain_step
+from .integrate import RK4, Integrator, step as chain_step
 from .model import Chain, State
 
 
@@ -45,6 +47,7 @@ class ChainEnv(eqx.Module):
     dt: float = eqx.field(static=True)
     substeps: int = eqx.field(static=True)
     max_steps: int = eqx.field(static=True)
+    integrator: Integrator = RK4()
 
     def __init__(self, system: systems.Benchmark, low, high, dt, substeps, max_steps):
         self.chain, self.to_state, self.to_control, self.to_q = system.chain, system.to_state, system.to_control, system.to_q
@@ -66,6 +69,12 @@ class ChainEnv(eqx.Module):
         return jnp.concatenate([q, qd])
 
     # API ----------------------------------------------------------------------------------------------------------
+    def with_integrator(self, integrator: Integrator):
+        """The same task integrated by ``integrator``."""
+        new = copy.copy(self)
+        object.__setattr__(new, "integrator", integrator)  # a frozen dataclass: copy, then set the one field
+        return new
+
     @property
     def action_size(self) -> int:
         return self.low.shape[0]
@@ -79,7 +88,7 @@ class ChainEnv(eqx.Module):
         action = jnp.clip(jnp.asarray(action, self.low.dtype).reshape(self.low.shape), self.low, self.high)
         u = self.to_control(*self.to_q(state.sim), action if self.action_size > 1 else action[0])
         h = self.dt / self.substeps
-        sim, _ = jax.lax.scan(lambda s, _: (chain_step(self.chain, s, u, h, integrator=RK4()), None), state.sim,
+        sim, _ = jax.lax.scan(lambda s, _: (chain_step(self.chain, s, u, h, integrator=self.integrator), None), state.sim,
                               length=self.substeps)
         q, qd = self.to_q(sim)
         steps = state.steps + 1

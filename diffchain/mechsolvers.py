@@ -88,6 +88,7 @@ def pivot_sequence(J, on, free_cols=None, tol=1e-9):
     """
     A = jax.lax.stop_gradient(J) * on[:, None]
     m, n = A.shape
+    tol = max(tol, 64 * float(jnp.finfo(A.dtype).eps))     # float32: no rank decisions below round-off
     allowed = jnp.ones((n,), bool) if free_cols is None else ~jnp.asarray(free_cols, bool)
     scale = jnp.maximum(jnp.max(jnp.abs(A), initial=0.0), jnp.finfo(A.dtype).tiny)
 
@@ -128,10 +129,10 @@ def min_norm_multipliers(J, sel, lam):
 
 def _info(J, gamma, on, qdd, indep, r, red, minpiv, nominal_rank):
     res = jnp.max(jnp.abs((J @ qdd - gamma) * on), initial=0.0)
-    scale = 1.0 + jnp.max(jnp.abs(gamma * on), initial=0.0)
+    scale = (1.0 + jnp.max(jnp.abs(gamma * on), initial=0.0)) * max(1e-6, 1e4 * float(jnp.finfo(J.dtype).eps))
     status = jnp.where(~jnp.all(jnp.isfinite(qdd)), NONFINITE,
                        jnp.where((nominal_rank >= 0) & (r < nominal_rank), SINGULAR,
-                                 jnp.where(res > 1e-6 * scale, INCONSISTENT, OK)))
+                                 jnp.where(res > scale, INCONSISTENT, OK)))
     return Info(r, J.shape[1] - r, red, minpiv, res, status)
 
 

@@ -1,0 +1,78 @@
+"""Cost of one forward-dynamics evaluation of a closed chain of n links (both ends pinned: one loop through the ground):
+dense KKT / range-space on the generic Mechanism (O(n^3): dense Jacobian, complete-pivot rank check, dense solve) versus
+the banded O(n) Thomas solve of diffchain.banded (seed 001 §8.13). Prints a table of microseconds per call and ratios.
+
+    python experiments/bench_mechanisms.py [--max-dense 256] [--max-banded 4096]
+"""
+import argparse
+import platform
+import time
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+import equinox as eqx  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import diffchain as dc  # noqa: E402
+from diffchain import mechsolvers as ms  # noqa: E402
+from diffchain.banded import closed_chain_dynamics  # noqa: E402
+from diffchain.mechanism import MechanismBuilder  # noqa: E402
+
+
+def chain_points(n):
+    xs = np.linspace(0.0, 0.8 * (n + 1), n + 2)
+    ys = -0.25 * (n + 1) * np.sin(np.pi * np.arange(n + 2) / (n + 1))
+    P = np.stack([xs, ys], 1)
+    return P, np.linalg.norm(P[1:] - P[:-1], axis=1)
+
+
+def timeit(f, *args, reps):
+    jax.block_until_ready(f(*args))            # compile
+    best = np.inf
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            out = f(*args)
+        jax.block_until_ready(out)
+        best = min(best, (time.perf_counter() - t0) / reps)
+    return best * 1e6
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--max-dense", type=int, default=256)
+    ap.add_argument("--max-banded", type=int, default=4096)
+    args = ap.parse_args()
+    print(f"# {platform.processor() or platform.machine()}, jax {jax.__version__}, {jax.devices()[0].platform}, "
+          f"float64, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    print(f"{'n':>6} {'dense KKT us':>14} {'dense range us':>15} {'banded us':>11} {'KKT/banded':>11} {'max |da|':>10}")
+    banded = jax.jit(closed_chain_dynamics)
+    kkt = eqx.filter_jit(lambda m, s: ms.mechanism_dynamics(m, s, solver=ms.KKT())[0])
+    rng_ = eqx.filter_jit(lambda m, s: ms.mechanism_dynamics(m, s, solver=ms.RangeSpace())[0])
+    n = 8
+    while n <= args.max_banded:
+        P, l = chain_points(n)
+        m = jnp.ones(n)
+        v = jnp.asarray(np.random.default_rng(0).normal(0, 1, (n, 2)))
+        s = dc.State(jnp.asarray(P[1:-1]), v, 0.0)
+        tb = timeit(banded, m, jnp.asarray(l), P[0], P[-1], s, reps=max(10, 20000 // n))
+        if n <= args.max_dense:
+            mb = MechanismBuilder()
+            mb.ground("a", P[0]), mb.ground("b", P[-1])
+            names = ["a"] + [mb.point(f"p{k}", P[k + 1], mass=1.0) for k in range(n)] + ["b"]
+            for k in range(n + 1):
+                mb.rod(f"r{k}", names[k], names[k + 1])
+            mech, _ = mb.build()
+            tk = timeit(kkt, mech, s, reps=max(3, 2000 // n))
+            tr = timeit(rng_, mech, s, reps=max(3, 2000 // n))
+            err = float(jnp.max(jnp.abs(kkt(mech, s) - banded(m, jnp.asarray(l), P[0], P[-1], s)[0])))
+            print(f"{n:>6} {tk:>14.1f} {tr:>15.1f} {tb:>11.1f} {tk / tb:>11.1f} {err:>10.1e}", flush=True)
+        else:
+            print(f"{n:>6} {'-':>14} {'-':>15} {tb:>11.1f} {'-':>11} {'-':>10}", flush=True)
+        n *= 2
+
+
+if __name__ == "__main__":
+    main()
