@@ -10,19 +10,12 @@ from hypothesis import given
 
 import diffchain as dc
 from strategies import random_problem
-from test_solvers_agree import _rel, kkt, rec
+from test_solvers_agree import _rel, assert_solvers_agree, rec
 
 
 @given(random_problem(sizes=(1, 2, 3, 5, 8, 21, 64), links=True))
 def test_inertial_recursion_equals_kkt(problem):
-    chain, state, control, desc = problem
-    a1, phi1 = rec(chain, state, control, None)
-    a2, phi2 = kkt(chain, state, control, None)
-    assert np.all(np.isfinite(a1)), desc
-    assert _rel(a1, a2) <= 1e-10, desc
-    free_rod = ~(np.asarray(chain.guided[:-1]) & np.asarray(chain.guided[1:]))
-    if free_rod.any():
-        assert _rel(np.asarray(phi1)[free_rod], np.asarray(phi2)[free_rod]) <= 1e-9, desc
+    assert_solvers_agree(problem)
 
 
 @given(random_problem(sizes=(2, 5, 13)))
