@@ -35,3 +35,4 @@ from .kinematics import (accelerations as acceleration_analysis, assemble, kinem
 from .mechsim import (actuator_forces, loop_closure_dynamics, loop_closure_terms, mechanism_inverse_dynamics,
                       mechanism_rollout)
 from .banded import closed_chain_dynamics
+from .active import ActiveKKT, ActiveRecursive, active_dynamics_kkt, active_dynamics_recursive
