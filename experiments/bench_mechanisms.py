@@ -47,10 +47,11 @@ def main():
     args = ap.parse_args()
     print(f"# {platform.processor() or platform.machine()}, jax {jax.__version__}, {jax.devices()[0].platform}, "
           f"float64, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-    print(f"{'n':>6} {'dense KKT us':>14} {'dense range us':>15} {'banded us':>11} {'KKT/banded':>11} {'max |da|':>10}")
+    solvers = {"KKT": ms.KKT(), "range": ms.RangeSpace(), "null": ms.NullSpace(), "Larin": ms.Larin()}
+    dense = {k: eqx.filter_jit(lambda m, s, sv=sv: ms.mechanism_dynamics(m, s, solver=sv)[0]) for k, sv in solvers.items()}
+    print(f"{'n':>6} " + " ".join(f"{k + ' us':>10}" for k in solvers) + f" {'banded us':>10} {'KKT/banded':>11} {'max |da|':>9}")
     banded = jax.jit(closed_chain_dynamics)
-    kkt = eqx.filter_jit(lambda m, s: ms.mechanism_dynamics(m, s, solver=ms.KKT())[0])
-    rng_ = eqx.filter_jit(lambda m, s: ms.mechanism_dynamics(m, s, solver=ms.RangeSpace())[0])
+    kkt = dense["KKT"]
     n = 8
     while n <= args.max_banded:
         P, l = chain_points(n)
@@ -65,12 +66,12 @@ def main():
             for k in range(n + 1):
                 mb.rod(f"r{k}", names[k], names[k + 1])
             mech, _ = mb.build()
-            tk = timeit(kkt, mech, s, reps=max(3, 2000 // n))
-            tr = timeit(rng_, mech, s, reps=max(3, 2000 // n))
+            t = {k: timeit(f, mech, s, reps=max(3, 2000 // n)) for k, f in dense.items()}
             err = float(jnp.max(jnp.abs(kkt(mech, s) - banded(m, jnp.asarray(l), P[0], P[-1], s)[0])))
-            print(f"{n:>6} {tk:>14.1f} {tr:>15.1f} {tb:>11.1f} {tk / tb:>11.1f} {err:>10.1e}", flush=True)
+            print(f"{n:>6} " + " ".join(f"{v:>10.1f}" for v in t.values())
+                  + f" {tb:>10.1f} {t['KKT'] / tb:>11.1f} {err:>9.1e}", flush=True)
         else:
-            print(f"{n:>6} {'-':>14} {'-':>15} {tb:>11.1f} {'-':>11} {'-':>10}", flush=True)
+            print(f"{n:>6} " + " ".join(f"{'-':>10}" for _ in solvers) + f" {tb:>10.1f} {'-':>11} {'-':>9}", flush=True)
         n *= 2
 
 
