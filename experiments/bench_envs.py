@@ -28,12 +28,17 @@ def diffchain_rate(env, batch, steps):
 
         return jax.lax.scan(body, state, length=steps)
 
+    return _rate(run, state, batch * steps)
+
+
+def _rate(run, arg, n_steps):
+    """(steps per second of the second call, seconds of the first call: compile + run)."""
     t0 = time.perf_counter()
-    jax.block_until_ready(run(state))
+    jax.block_until_ready(run(arg))
     compile_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    jax.block_until_ready(run(state))
-    return batch * steps / (time.perf_counter() - t0), compile_s
+    jax.block_until_ready(run(arg))
+    return n_steps / (time.perf_counter() - t0), compile_s
 
 
 CARTPOLE_MJCF = """
@@ -73,12 +78,7 @@ def mjx_cartpole_rate(batch, steps, dt, substeps):
 
         return jax.lax.scan(env_step, d, length=steps)
 
-    t0 = time.perf_counter()
-    jax.block_until_ready(run(data))
-    compile_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    jax.block_until_ready(run(data))
-    return batch * steps / (time.perf_counter() - t0), compile_s
+    return _rate(run, data, batch * steps)
 
 
 def main():
