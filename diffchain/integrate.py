@@ -130,7 +130,7 @@ def check_state(chain: Chain, state: State, tol: float = 1e-6) -> State:
     if state.x.shape != (chain.n, 2):
         raise ValueError(f"check_state: x must have shape (n, 2) = ({chain.n}, 2) for this chain, got {state.x.shape}")
     pos, vel = constraint_violation(chain, state)
-    scale = jnp.max(chain.l)
+    scale = jnp.max(chain.l, initial=0.0) if chain.n > 1 else 1.0  # a lone point: absolute tolerance
     speed = jnp.max(jnp.abs(state.v), initial=0.0)
     x = eqx.error_if(state.x, ~jnp.all(jnp.isfinite(state.x)) | ~jnp.all(jnp.isfinite(state.v)),
                      "check_state: the state holds NaN or inf")

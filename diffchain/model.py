@@ -186,17 +186,15 @@ class Control(eqx.Module):
     def __init__(self, tau=None, F=None, a_w=None, *, n=None, dtype=None):
         """Missing parts are zero. Leading axes (a time axis for ``rollout``, a batch axis) are taken from the given
         parts: ``Control(tau=jnp.zeros((T, n)))`` is a sequence of T controls."""
-        lead = ()
+        lead, dtypes = (), []
         for arr, tail in ((tau, 1), (F, 2), (a_w, 2)):
             if arr is not None:
                 shape = jnp.shape(arr)
                 _require(len(shape) >= tail, f"Control: tau must be (..., n), F and a_w (..., n, 2); got {shape}")
-                lead, n = shape[: len(shape) - tail], shape[len(shape) - tail]
+                lead, n, dtypes = shape[: len(shape) - tail], shape[len(shape) - tail], [jnp.asarray(arr).dtype]
                 break
         _require(n is not None, "Control: give at least one of tau, F, a_w, or n")
-        given = next((a for a in (tau, F, a_w) if a is not None), None)
-        if dtype is None:
-            dtype = jnp.result_type(float, *([jnp.asarray(given).dtype] if given is not None else []))
+        dtype = dtype or jnp.result_type(float, *dtypes)
         self.tau = jnp.zeros(lead + (n,), dtype) if tau is None else jnp.asarray(tau, dtype)
         self.F = jnp.zeros(lead + (n, 2), dtype) if F is None else jnp.asarray(F, dtype)
         self.a_w = jnp.zeros(lead + (n, 2), dtype) if a_w is None else jnp.asarray(a_w, dtype)
