@@ -58,7 +58,6 @@ def kkt_dynamics(chain: Chain, state: State, control: Control, stab=None):
     """Accelerations and rod tensions from the dense KKT system (seed 001 eq. 8.36); O(n^3)."""
     n = chain.n
     J, gamma, on = constraint_jacobian(chain, state, control.a_w, stab)
-    nc = J.shape[0]
     M = mass_matrix(chain)
     K = jnp.block([[M, J.T], [J, jnp.diag(jnp.where(on, 0.0, 1.0).astype(J.dtype))]])
     rhs = jnp.concatenate([external_forces(chain, state, control).reshape(-1), gamma])

@@ -72,7 +72,7 @@ def draw_chain(ax, chain, state, *, alpha=1.0, rod_color=ROD_COLOR, point_color=
         for i in np.flatnonzero(guided):
             artists += _pin(ax, x[i], 0.15 * scale, alpha=alpha)
             artists += ax.plot(*x[i], "o", ms=4, color="white", mec="k", mew=1.2, alpha=alpha, zorder=zorder + 1)
-        s, c = _np(chain.s), _np(chain.c)
+        s = _np(chain.s)
         for i in np.flatnonzero(slider):
             d = np.array([-s[i, 1], s[i, 0]])  # direction of the line {x : s.x = c}, drawn around the point
             span = 0.5 * float(np.sum(_np(chain.l)))

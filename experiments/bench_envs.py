@@ -10,7 +10,6 @@ import time
 
 import diffchain as dc  # first: sets the XLA CPU flags before JAX starts
 import jax
-import jax.numpy as jnp
 
 from diffchain import envs
 

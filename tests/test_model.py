@@ -1,5 +1,4 @@
 """Model building, bad input, joint-space views and sensitivities."""
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
