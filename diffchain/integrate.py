@@ -79,6 +79,16 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
     ``policy(state) -> Control`` (closed loop), or None (no input); give ``n_steps`` for the last two. ``checkpoint=k`` recomputes the forward pass
     in segments of k steps during reverse-mode differentiation (memory O(T/k + k) instead of O(T)).
     """
+    def body(s, u):
+        s = step(chain, s, u, dt, solver=solver, integrator=integrator)
+        return s, s
+
+    return _scan_rollout(chain, body, state, controls, n_steps, checkpoint, lambda s: s)
+
+
+def _scan_rollout(chain: Chain, body, init, controls, n_steps, checkpoint, to_state):
+    """``lax.scan`` of ``body(carry, control) -> (carry, output)`` over open-loop controls, a policy of the
+    :class:`State` ``to_state(carry)``, or None (zero input); optionally checkpointed in segments (see :func:`rollout`)."""
     if controls is None:
         controls = lambda s: Control(n=chain.n, dtype=s.x.dtype)  # noqa: E731
     if callable(controls) and not isinstance(controls, Control):
@@ -92,12 +102,11 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
             raise ValueError(f"rollout: n_steps={n_steps} but the controls have {T} steps")
         n_steps = T
 
-    def body(s, u):
-        s = step(chain, s, policy(s) if policy is not None else u, dt, solver=solver, integrator=integrator)
-        return s, s
+    def closed(s, u):
+        return body(s, policy(to_state(s)) if policy is not None else u)
 
     if checkpoint is None:
-        return jax.lax.scan(body, state, xs, length=n_steps)
+        return jax.lax.scan(closed, init, xs, length=n_steps)
     if n_steps % checkpoint:
         raise ValueError(f"rollout: n_steps={n_steps} must be a multiple of checkpoint={checkpoint}")
     seg = n_steps // checkpoint
@@ -105,9 +114,9 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
 
     @jax.checkpoint
     def segment(s, us):
-        return jax.lax.scan(body, s, us, length=checkpoint)
+        return jax.lax.scan(closed, s, us, length=checkpoint)
 
-    final, traj = jax.lax.scan(segment, state, xs_seg, length=seg)
+    final, traj = jax.lax.scan(segment, init, xs_seg, length=seg)
     return final, jax.tree_util.tree_map(lambda u: u.reshape(n_steps, *u.shape[2:]), traj)
 
 

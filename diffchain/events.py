@@ -1,0 +1,454 @@
+"""Ground contact, angle limits, anomalies and adaptive substep halving (seed 000 §7, §12, §12.2).
+
+Events switch constraints on and off through **masks in the state** (:class:`EventState`), never by changing shapes:
+
+* a point that reaches an obstacle line sticks (seed §7): it becomes a guided point whose prescribed acceleration is
+  the PD correction towards its pin (a^w = -(x - x_pin)/T^2 - 2 v/T, seed eq. 33); it is released when the ground would
+  have to pull it (z^T R < 0 for the reaction R, i.e. z^T F > 0 for the other forces on it, seed §7.2);
+* a joint that reaches an angle limit becomes active (seed §12.1) with alpha^w = 0 plus the PD correction towards the
+  limit angle (:func:`diffchain.active.active_terms`); it is released when its constraint torque tau^w would pull it
+  into the limit;
+* impacts are inelastic impulses computed by the same solver (seed §7 Z1–Z3): external forces and velocity-product
+  terms zeroed (gravity 0, control 0, the solver sees v = 0) and a^w = -v for the pinned points, alpha^w = -omega^z for
+  the held joints; then v += a. This is the M-orthogonal projection of v onto the constrained velocities, so kinetic
+  energy never increases at an impact;
+* chattering and scuffing (seed §12.2, Figs. 4–5): every release adds 1 to a per-constraint counter that decays with
+  time constant ``chatter_window`` quanta; a constraint whose counter has reached ``chatter_count`` is not released
+  (kept active "where physically unjustified", as the seed prescribes) until the counter decays;
+* Euler with back-tracking (seed §12.2, Fig. 6): the velocity error of a sub-quantum of length h is estimated by
+  max_i |a_i' - a_i| h (a at its start, a' at its end); above ``threshold`` the sub-quantum is redone at half the
+  length, down to ``max_depth`` halvings; after an accepted sub-quantum the length doubles again.
+
+Bounded work. One quantum runs a ``lax.scan`` over ``slots`` slots; each slot makes **exactly one** solver call, whose
+inputs are selected by masks: *refresh* (accelerations at the current state, with the release test), *trial* (integrate
+a sub-quantum with the seed's constant acceleration, then accelerations at its end: accept or halve) or *event* (a
+trial that crossed a contact or limit is cut at the event time, found from the seed's quadratic, and the slot's solver
+call is the impulse). A quiet quantum takes two slots; the rest are skipped (``lax.cond``; under ``vmap`` they are
+computed and masked). A last forced slot finishes the quantum whatever happened, so every quantum advances exactly dt;
+the report says when the budget ran out. No ``while_loop``: everything is reverse-differentiable.
+"""
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .active import ActiveRecursive, ActiveSolver
+from .forces import external_forces, torque_forces
+from .geometry import _pad_diff, joint_accelerations, joint_velocities, link_angles, links
+from .inertia import mass_matrix
+from .model import Chain, Control, State, _concrete, _require
+
+
+class Events(eqx.Module):
+    """What can happen to a chain of n points: obstacle lines, angle limits, and the budget of one quantum.
+
+      z0:        (K,2) a point of each obstacle line (seed §7)
+      z:         (K,2) its unit normal, pointing to the free side: point i penetrates when z^T (x_i - z0) < 0
+      contact:   (n,)  which points can touch the obstacles (guided points never do)
+      theta_min, theta_max: scalars or (n-1,): joint angle limits theta_i in [theta^m_i, theta^M_i] (seed §12.1;
+                 -inf/inf = none) of the angles of :func:`diffchain.joint_angles` (joint 1 against the world); stored
+                 as (n,) with no limit on joint n
+      threshold: halving threshold on the velocity error estimate max_i |a_i' - a_i| h, in m/s (seed §12.2: "e.g. 1")
+      max_depth: at most this many halvings of a sub-quantum (static)
+      slots:     solver calls per quantum (static); a quiet quantum uses 2, an impact 2 more, a halving 1-2 more
+      chatter_count, chatter_window: a constraint released ``chatter_count`` times within about ``chatter_window``
+                 quanta stays active (seed §12.2 chattering and scuffing)
+    """
+
+    z0: jax.Array
+    z: jax.Array
+    contact: jax.Array
+    theta_min: jax.Array
+    theta_max: jax.Array
+    threshold: jax.Array
+    chatter_count: jax.Array
+    chatter_window: jax.Array
+    max_depth: int = eqx.field(static=True)
+    slots: int = eqx.field(static=True)
+
+    def __init__(self, n: int, *, ground=None, lines=None, contact=None, theta_min=None, theta_max=None,
+                 threshold=1.0, max_depth=3, slots=8, chatter_count=3, chatter_window=20, dtype=float):
+        """``ground=y`` is the horizontal line {y = ground} with normal +y; ``lines=(z0, z)`` any set of lines."""
+        dt = jnp.result_type(dtype)
+        z0, z = [], []
+        if ground is not None:
+            z0.append(jnp.asarray([[0.0, ground]], dt))
+            z.append(jnp.asarray([[0.0, 1.0]], dt))
+        if lines is not None:
+            z0.append(jnp.reshape(jnp.asarray(lines[0], dt), (-1, 2)))
+            z.append(jnp.reshape(jnp.asarray(lines[1], dt), (-1, 2)))
+        self.z0 = jnp.concatenate(z0) if z0 else jnp.zeros((0, 2), dt)
+        self.z = jnp.concatenate(z) if z else jnp.zeros((0, 2), dt)
+        self.contact = jnp.ones((n,), bool) if contact is None else jnp.asarray(contact, bool)
+        def full(v, fill):  # joints 1..n-1; joint n (minus the last link's absolute angle) has no limit
+            v = jnp.broadcast_to(jnp.asarray(fill if v is None else v, dt), (n - 1,))
+            return jnp.concatenate([v, jnp.full((1,), fill, dt)])
+
+        self.theta_min, self.theta_max = full(theta_min, -jnp.inf), full(theta_max, jnp.inf)
+        self.threshold = jnp.asarray(threshold, dt)
+        self.chatter_count = jnp.asarray(chatter_count, dt)
+        self.chatter_window = jnp.asarray(chatter_window, dt)
+        self.max_depth, self.slots = int(max_depth), int(slots)
+
+    def __check_init__(self):
+        n = self.contact.shape[0]
+        _require(self.z0.shape == self.z.shape, f"Events: z0 and z must both be (K, 2), got {self.z0.shape}, {self.z.shape}")
+        z = _concrete(self.z)
+        if z is not None and z.size:
+            norms = np.linalg.norm(z, axis=-1)
+            _require(bool(np.all(np.abs(norms - 1) < 1e-6)), f"Events: obstacle normals z must be unit vectors, got norms {norms}")
+        lo, hi = _concrete(self.theta_min), _concrete(self.theta_max)
+        if lo is not None and hi is not None:
+            _require(lo.shape == (n,) and hi.shape == (n,), f"Events: theta_min and theta_max must have shape ({n},)")
+            _require(bool(np.all(lo < hi)), f"Events: need theta_min < theta_max, got {lo} and {hi}")
+            _require(bool(np.all(lo[np.isfinite(lo)] >= -np.pi) and np.all(hi[np.isfinite(hi)] <= np.pi)),
+                     "Events: angle limits must lie in [-pi, pi] (joint angles are wrapped to (-pi, pi])")
+        _require(self.slots >= 3, f"Events: slots must be >= 3 (refresh, trial, forced finish), got {self.slots}")
+        _require(self.max_depth >= 0, f"Events: max_depth must be >= 0, got {self.max_depth}")
+
+    @property
+    def n(self) -> int:
+        return self.contact.shape[0]
+
+
+class EventState(eqx.Module):
+    """A :class:`State` and the event masks (seed §7, §12): the constraints that are currently switched on.
+
+      stuck:   (n,)   points stuck to an obstacle;  pin (n,2) where,  normal (n,2) the obstacle's normal z
+      held:    (n,)   joints held at a limit;       side (n,) +1 at theta^M, -1 at theta^m
+      chatter: (2,n)  release counters of the contacts and the limits (seed §12.2 chattering / scuffing)
+    """
+
+    state: State
+    stuck: jax.Array
+    pin: jax.Array
+    normal: jax.Array
+    held: jax.Array
+    side: jax.Array
+    chatter: jax.Array
+
+    def __init__(self, state: State, stuck=None, pin=None, normal=None, held=None, side=None, chatter=None):
+        n, dt = state.x.shape[-2], state.x.dtype
+        lead = state.x.shape[:-2]
+        self.state = state
+        self.stuck = jnp.zeros(lead + (n,), bool) if stuck is None else jnp.asarray(stuck, bool)
+        self.pin = state.x if pin is None else jnp.asarray(pin, dt)
+        self.normal = jnp.zeros(lead + (n, 2), dt) if normal is None else jnp.asarray(normal, dt)
+        self.held = jnp.zeros(lead + (n,), bool) if held is None else jnp.asarray(held, bool)
+        self.side = jnp.zeros(lead + (n,), dt) if side is None else jnp.asarray(side, dt)
+        self.chatter = jnp.zeros(lead + (2, n), dt) if chatter is None else jnp.asarray(chatter, dt)
+
+    @property
+    def x(self):
+        return self.state.x
+
+    @property
+    def v(self):
+        return self.state.v
+
+    @property
+    def t(self):
+        return self.state.t
+
+
+class StepReport(eqx.Module):
+    """What happened during one quantum (all fixed-shape arrays, so reports stack along a rollout).
+
+      impacts, limit_hits:            (n,) points that stuck / joints that hit a limit
+      releases, limit_releases:       (n,) points that left the ground / joints that left a limit
+      substeps:  accepted sub-quanta;  halvings: rejected ones (error estimate above threshold)
+      events:    event cuts (impulses);  slots: solver calls used;  exhausted: the budget ran out (forced finish)
+      error:     largest accepted velocity-error estimate max_i |a'_i - a_i| h
+    """
+
+    impacts: jax.Array
+    limit_hits: jax.Array
+    releases: jax.Array
+    limit_releases: jax.Array
+    substeps: jax.Array
+    halvings: jax.Array
+    events: jax.Array
+    slots: jax.Array
+    exhausted: jax.Array
+    error: jax.Array
+
+
+def _where(c, x, y):
+    return jax.tree_util.tree_map(lambda a, b: jnp.where(c, a, b), x, y)
+
+
+def _mass_times(chain: Chain, a):
+    if chain.has_links:
+        return (mass_matrix(chain) @ a.reshape(-1)).reshape(a.shape)
+    return chain.m[:, None] * a
+
+
+def constrained_dynamics(chain: Chain, events: Events, es: EventState, x, v, t, control: Control, stab, impulse,
+                         solver: ActiveSolver = ActiveRecursive()):
+    """One solver call with the event constraints switched on (seed §7, §12.1): returns a, tau_w and the reactions R.
+
+    Stuck points are guided with a^w = PD towards the pin, held joints active with alpha^w = 0 and the PD correction
+    towards the limit angle (time constant ``stab``). With ``impulse`` (a traced bool) the same call is the impact
+    impulse of seed §7 Z1–Z2: gravity, control forces and every velocity-product and PD term zeroed (the solver sees
+    v = 0 and stab = inf), a^w = -v at the stuck points, alpha^w = -omega^z at the held joints; the result is the
+    velocity jump dv. R = M a - F^e - (rod forces) - (constraint torque forces) is the force of the point constraints
+    on each point (the multipliers of their KKT rows); for a stuck point, the ground reaction.
+    """
+    stuck, held = es.stuck, es.held
+    w = 1.0 / stab
+    g = jnp.where(impulse, 0.0, chain.g)
+    ch = eqx.tree_at(lambda c: (c.guided, c.g), chain, (chain.guided | stuck, g))
+    pd = -(x - es.pin) * w**2 - 2.0 * v * w
+    a_w = jnp.where(stuck[:, None], jnp.where(impulse, -v, pd), jnp.where(impulse, 0.0, control.a_w))
+    u = Control(jnp.where(impulse, 0.0, control.tau), jnp.where(impulse, 0.0, control.F), a_w)
+    omega = joint_velocities(State(x, v, t))
+    alpha_w = jnp.where(impulse, -omega, 0.0)
+    theta_bar = jnp.where(held, jnp.where(es.side > 0, _finite(events.theta_max), _finite(events.theta_min)), 0.0)
+    s_in = State(x, jnp.where(impulse, 0.0, v), t)
+    a, phi, tau_w = solver(ch, s_in, u, held, alpha_w, theta_bar, jnp.where(impulse, jnp.inf, stab))
+    _, _, r = links(x)
+    rods = _pad_diff(-r * phi[:, None]) if chain.n > 1 else jnp.zeros_like(a)
+    R = _mass_times(chain, a) - external_forces(ch, s_in, u) - rods - torque_forces(x, tau_w)
+    return a, tau_w, R
+
+
+def _finite(x):
+    return jnp.where(jnp.isfinite(x), x, 0.0)
+
+
+def first_crossing(g0, g1, g2, g_end, h, exact):
+    """Time s in [0, h] after the sub-quantum's start where a slack g(s) = g0 + g1 s + g2 s^2 / 2 first reaches 0.
+
+    This is the seed's time since the event (§7: eps = (-z^T v + sqrt(Delta))/(z^T a); §12.1: the smaller positive
+    root) counted from the start, s = h - eps, in the cancellation-free form s = 2 g0 / (-g1 + sqrt(g1^2 - 2 g2 g0))
+    (no division by z^T a, which may vanish). For a contact the quadratic is exact (constant acceleration); for an
+    angle (``exact`` False) it is a model, and where it has no root in [0, h] the crossing is interpolated linearly
+    between g0 and the true end slack g_end. Already violated at the start (g0 <= 0): s = 0. Double-``where`` keeps
+    the gradient finite on every branch.
+    """
+    D = g1**2 - 2.0 * g2 * g0
+    sq = jnp.sqrt(jnp.where(D > 0, D, 1.0))
+    den = -g1 + sq
+    ok = (g0 > 0) & (D > 0) & (den > 0)
+    s_quad = jnp.where(ok, 2.0 * g0 / jnp.where(ok, den, 1.0), h)
+    lin_ok = (g0 > 0) & (g0 - g_end > 0)
+    s_lin = jnp.where(lin_ok, h * g0 / jnp.where(lin_ok, g0 - g_end, 1.0), h)
+    good = ok & (s_quad <= h)
+    s = jnp.where(good | exact, s_quad, s_lin)
+    return jnp.clip(jnp.where(g0 > 0, s, 0.0), 0.0, h)
+
+
+def _angles(x, theta_ref=None):
+    """Joint angles of all n joints (theta_n = -phi_{n-1}); unwrapped to within pi of ``theta_ref``."""
+    theta = _pad_diff(link_angles(x)) if x.shape[0] > 1 else jnp.zeros(x.shape[:1], x.dtype)
+    theta = jnp.arctan2(jnp.sin(theta), jnp.cos(theta))
+    if theta_ref is None:
+        return theta
+    d = theta - theta_ref
+    return theta_ref + jnp.arctan2(jnp.sin(d), jnp.cos(d))
+
+
+def detect(chain: Chain, events: Events, es: EventState, x, v, a, h):
+    """Contacts and limit hits during a sub-quantum x(s) = x + s v + s^2 a / 2, s in [0, h] (seed §7, §12.1).
+
+    Returns the crossing times s_c (n,) of the free contact points (earliest line), the line index k (n,), and s_l (n,)
+    and side (n,) of the free limited joints; h where nothing happens.
+    """
+    x1, v1 = x + h * v + 0.5 * h**2 * a, v + h * a
+    del v1
+    # contacts: slack z^T (x - z0) per point and line
+    free = events.contact & ~chain.guided & ~es.stuck
+    if events.z.shape[0]:
+        z, z0 = events.z, events.z0
+        g0 = jnp.einsum("kj,nj->nk", z, x) - jnp.sum(z * z0, -1)
+        g1 = jnp.einsum("kj,nj->nk", z, v)
+        g2 = jnp.einsum("kj,nj->nk", z, a)
+        g_end = jnp.einsum("kj,nj->nk", z, x1) - jnp.sum(z * z0, -1)
+        hit = free[:, None] & (g_end < 0)
+        s = jnp.where(hit, first_crossing(g0, g1, g2, g_end, h, True), h)
+        k = jnp.argmin(s, axis=1)
+        s_c = jnp.where(jnp.any(hit, 1), jnp.take_along_axis(s, k[:, None], 1)[:, 0], h)
+        hit_c = jnp.any(hit, 1)
+    else:
+        k = jnp.zeros(x.shape[:1], int)
+        s_c, hit_c = jnp.full(x.shape[:1], h), jnp.zeros(x.shape[:1], bool)
+    # angle limits: slack theta^M - theta (upper) and theta - theta^m (lower)
+    st = State(x, v)
+    th0, om, al = _angles(x), joint_velocities(st), joint_accelerations(st, a)
+    th1 = _angles(x1, th0)
+    limited_hi, limited_lo = jnp.isfinite(events.theta_max), jnp.isfinite(events.theta_min)
+    hi, lo = _finite(events.theta_max), _finite(events.theta_min)
+    can = ~es.held
+    hit_hi = can & limited_hi & (th1 > hi)
+    hit_lo = can & limited_lo & (th1 < lo)
+    s_hi = jnp.where(hit_hi, first_crossing(hi - th0, -om, -al, hi - th1, h, False), h)
+    s_lo = jnp.where(hit_lo, first_crossing(th0 - lo, om, al, th1 - lo, h, False), h)
+    s_l = jnp.minimum(s_hi, s_lo)
+    side = jnp.where(s_hi <= s_lo, 1.0, -1.0).astype(x.dtype)
+    return (s_c, hit_c, k), (s_l, hit_hi | hit_lo, side)
+
+
+def _release_tests(events: Events, es: EventState, R, tau_w):
+    """Seed §7.2 and §12.1: a stuck point leaves when the ground would pull it (z^T R < 0); a held joint when its
+    constraint torque would pull it into the limit (side * tau_w > 0). Chatter-locked constraints stay."""
+    pull = jnp.sum(es.normal * R, -1) < 0
+    into = es.side * tau_w > 0
+    unlocked = es.chatter < events.chatter_count
+    return es.stuck & pull & unlocked[0], es.held & into & unlocked[1]
+
+
+def event_step(chain: Chain, events: Events, es: EventState, control: Control, dt, *,
+               solver: ActiveSolver = ActiveRecursive(), stab_factor: float = 5.0):
+    """One quantum of length ``dt`` with contacts, angle limits, anomalies and adaptive halving (seed §7, §12).
+
+    Returns the new :class:`EventState` and a :class:`StepReport`. The integrator is the seed's constant-acceleration
+    quantum (the event times are roots of its quadratic). ``solver``: :class:`diffchain.ActiveRecursive` (O(n), point
+    masses) or :class:`diffchain.ActiveKKT` (rigid links too). PD drift correction time constant stab_factor * dt.
+    """
+    n, dtype = chain.n, chain.m.dtype
+    if events.n != n:
+        raise ValueError(f"event_step: the Events are for n = {events.n} points, the chain has n = {n}")
+    dt = jnp.asarray(dt, dtype)
+    stab = stab_factor * dt
+    t0 = es.state.t
+    zb, zi = jnp.zeros((n,), bool), jnp.zeros((), jnp.int32)
+    report0 = StepReport(zb, zb, zb, zb, zi, zi, zi, zi, jnp.zeros((), bool), jnp.zeros((), dtype))
+    carry0 = dict(es=es, a=jnp.zeros((n, 2), dtype), valid=jnp.zeros((), bool), t=jnp.zeros((), dtype),
+                  level=zi, rep=report0, left=jnp.zeros((2, n), bool))
+
+    def solve(es_, x, v, impulse):
+        return constrained_dynamics(chain, events, es_, x, v, t0, control, stab, impulse, solver)
+
+    def release(c, es_, R, tau_w):
+        """Switch off the constraints that pass the release test; count the releases (chatter counters)."""
+        rel_c, rel_l = _release_tests(events, es_, R, tau_w)
+        es_ = eqx.tree_at(lambda e: (e.stuck, e.held, e.chatter), es_,
+                          (es_.stuck & ~rel_c, es_.held & ~rel_l, es_.chatter + jnp.stack([rel_c, rel_l])))
+        rep = c["rep"]
+        rep = eqx.tree_at(lambda r: (r.releases, r.limit_releases), rep, (rep.releases | rel_c, rep.limit_releases | rel_l))
+        return es_, rep, jnp.any(rel_c) | jnp.any(rel_l)
+
+    def slot(c):
+        es_, a, t = c["es"], c["a"], c["t"]
+        x, v = es_.state.x, es_.state.v
+        remaining = dt - t
+        h = jnp.minimum(dt * 0.5 ** c["level"].astype(dtype), remaining)
+        (s_c, hit_c, k), (s_l, hit_l, side) = detect(chain, events, es_, x, v, a, h)
+        s_e = jnp.minimum(jnp.min(s_c, initial=h), jnp.min(s_l, initial=h))
+        event = c["valid"] & (jnp.any(hit_c) | jnp.any(hit_l))
+        trial = c["valid"] & ~event
+        # the sets after the event: everything that crosses at (round-off close to) the earliest time
+        tol = 1e-9 * dt
+        new_c = hit_c & (s_c <= s_e + tol)
+        new_l = hit_l & (s_l <= s_e + tol)
+        xe, ve = x + s_e * v + 0.5 * s_e**2 * a, v + s_e * a
+        zk, z0k = events.z[k] if events.z.shape[0] else jnp.zeros_like(x), events.z0[k] if events.z.shape[0] else x
+        proj = xe - zk * jnp.sum(zk * (xe - z0k), -1, keepdims=True)  # the pin: the contact point on the line
+        es_event = EventState(State(xe, ve, t0 + t + s_e), es_.stuck | new_c,
+                              jnp.where(new_c[:, None], proj, es_.pin), jnp.where(new_c[:, None], zk, es_.normal),
+                              es_.held | new_l, jnp.where(new_l, side, es_.side), es_.chatter)
+        x1, v1 = x + h * v + 0.5 * h**2 * a, v + h * a
+        # the slot's one solver call: at the current state (refresh), at the trial's end, or the impulse at the event
+        es_call = _where(event, es_event, es_)
+        xs = jnp.where(event, xe, jnp.where(trial, x1, x))
+        vs = jnp.where(event, ve, jnp.where(trial, v1, v))
+        a_s, tau_w, R = solve(es_call, xs, vs, event)
+        # trial: accept or halve (seed §12.2 Euler with back-tracking)
+        err = jnp.max(jnp.linalg.norm(a_s - a, axis=-1)) * h
+        reject = trial & (err > events.threshold) & (c["level"] < events.max_depth)
+        accept = trial & ~reject
+        rep = c["rep"]
+        rep = eqx.tree_at(
+            lambda r: (r.impacts, r.limit_hits, r.substeps, r.halvings, r.events, r.slots, r.error), rep,
+            (rep.impacts | (event & new_c), rep.limit_hits | (event & new_l), rep.substeps + accept,
+             rep.halvings + reject, rep.events + event, rep.slots + 1, jnp.where(accept, jnp.maximum(rep.error, err), rep.error)))
+        # the new state of the slot
+        es_acc = eqx.tree_at(lambda e: e.state, es_, State(x1, v1, t0 + jnp.where(h >= remaining, dt, t + h)))
+        es_imp = eqx.tree_at(lambda e: e.state.v, es_event, ve + a_s)
+        es_new = _where(event, es_imp, _where(accept, es_acc, es_))
+        t_new = jnp.where(event, t + s_e, jnp.where(accept, jnp.where(h >= remaining, dt, t + h), t))
+        # refresh or accepted trial: a_s are the accelerations at the new state; test releases there
+        c2 = dict(c, rep=rep)
+        es_rel, rep_rel, released = release(c2, es_new, R, tau_w)
+        check = ~event & ~reject
+        es_new = _where(check, es_rel, es_new)
+        rep = _where(check, rep_rel, rep)
+        left = c["left"] | (check & jnp.stack([rep_rel.releases, rep_rel.limit_releases]))
+        # scuffing (seed §12.2, Fig. 4): a constraint released in this quantum whose free motion (this refresh) heads
+        # straight back into the obstacle or limit is switched on again and locked for chatter_window quanta
+        refresh = ~c["valid"] & ~event
+        back_c = left[0] & ~es_new.stuck & (jnp.sum(es_new.normal * a_s, -1) < 0) & (jnp.sum(es_new.normal * v, -1) <= 0)
+        alpha = joint_accelerations(State(x, v), a_s)
+        back_l = left[1] & ~es_new.held & (es_new.side * alpha > 0) & (es_new.side * joint_velocities(State(x, v)) >= 0)
+        back = refresh & jnp.stack([back_c, back_l])
+        lock = jnp.where(back, jnp.e * events.chatter_count, es_new.chatter)
+        es_new = eqx.tree_at(lambda e: (e.stuck, e.held, e.chatter), es_new,
+                             (es_new.stuck | back[0], es_new.held | back[1], jnp.maximum(es_new.chatter, lock)))
+        valid = check & ~released & ~jnp.any(back)
+        level = jnp.where(reject, c["level"] + 1, jnp.where(accept, jnp.maximum(c["level"] - 1, 0), c["level"]))
+        a_new = jnp.where(reject, a, a_s)
+        return dict(es=es_new, a=a_new, valid=valid | reject, t=t_new, level=level, rep=rep, left=left)
+
+    def body(c, _):
+        done = c["t"] >= dt
+        return jax.lax.cond(done, lambda c: c, slot, c), None
+
+    c, _ = jax.lax.scan(body, carry0, None, length=events.slots - 1)
+
+    # forced finish: accelerations at the current state, then integrate whatever remains without checks
+    def finish(c):
+        es_ = c["es"]
+        x, v = es_.state.x, es_.state.v
+        a, _, _ = solve(es_, x, v, jnp.zeros((), bool))
+        h = dt - c["t"]
+        st = State(x + h * v + 0.5 * h**2 * a, v + h * a, t0 + dt)
+        rep = eqx.tree_at(lambda r: (r.slots, r.exhausted, r.substeps), c["rep"],
+                          (c["rep"].slots + 1, jnp.ones((), bool), c["rep"].substeps + 1))
+        return dict(c, es=eqx.tree_at(lambda e: e.state, es_, st), t=dt, rep=rep)
+
+    c = jax.lax.cond(c["t"] >= dt, lambda c: c, finish, c)
+    es_out = eqx.tree_at(lambda e: e.chatter, c["es"], c["es"].chatter * jnp.exp(-1.0 / events.chatter_window))
+    return es_out, c["rep"]
+
+
+def check_event_state(chain: Chain, events: Events, es: EventState, tol: float = 1e-6) -> EventState:
+    """Raise if ``es`` is not a valid start: off the rod/slider manifold (:func:`diffchain.check_state`), a free contact
+    point below an obstacle line, or a free joint outside its angle limits (by more than ``tol``, relative to the
+    longest rod / in radians). Works under ``jit``; returns ``es``."""
+    from .integrate import check_state
+
+    if events.n != chain.n:
+        raise ValueError(f"Events are for n = {events.n} points, the chain has n = {chain.n}")
+    state = check_state(chain, es.state, tol)
+    scale = jnp.max(chain.l, initial=1.0)
+    free = events.contact & ~chain.guided & ~es.stuck
+    depth = jnp.einsum("kj,nj->nk", events.z, state.x) - jnp.sum(events.z * events.z0, -1)
+    below = jnp.any(free[:, None] & (depth < -tol * scale))
+    theta = _angles(state.x)
+    out = ~es.held & ((jnp.isfinite(events.theta_max) & (theta > _finite(events.theta_max) + tol))
+                      | (jnp.isfinite(events.theta_min) & (theta < _finite(events.theta_min) - tol)))
+    x = eqx.error_if(state.x, below, "check_event_state: a contact point starts below an obstacle line")
+    x = eqx.error_if(x, jnp.any(out), "check_event_state: a joint starts outside its angle limits")
+    return eqx.tree_at(lambda e: e.state.x, es, x)
+
+
+def event_rollout(chain: Chain, events: Events, es: EventState, controls, dt, *, n_steps: int | None = None,
+                  solver: ActiveSolver = ActiveRecursive(), stab_factor: float = 5.0, checkpoint: int | None = None,
+                  check: bool = True):
+    """:func:`event_step` in a ``lax.scan``; returns (final EventState, (EventStates, StepReports) after each quantum).
+
+    ``controls`` as in :func:`diffchain.rollout`: a stacked :class:`Control`, a policy ``policy(state) -> Control``
+    (it sees the :class:`State`), or None; ``checkpoint=k`` recomputes segments of k quanta in reverse mode. The start
+    is validated by :func:`check_event_state` unless ``check=False`` (e.g. to study drift on purpose).
+    """
+    from .integrate import _scan_rollout
+
+    es = check_event_state(chain, events, es) if check else es
+
+    def body(e, u):
+        e, rep = event_step(chain, events, e, u, dt, solver=solver, stab_factor=stab_factor)
+        return e, (e, rep)
+
+    return _scan_rollout(chain, body, es, controls, n_steps, checkpoint, lambda e: e.state)
