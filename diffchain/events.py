@@ -290,11 +290,17 @@ def detect(chain: Chain, events: Events, es: EventState, x, v, a, h):
     return (s_c, hit_c, k), (s_l, hit_hi | hit_lo, side)
 
 
-def _release_tests(events: Events, es: EventState, R, tau_w):
+def _release_tests(chain: Chain, events: Events, es: EventState, R, tau_w):
     """Seed §7.2 and §12.1: a stuck point leaves when the ground would pull it (z^T R < 0); a held joint when its
-    constraint torque would pull it into the limit (side * tau_w > 0). Chatter-locked constraints stay."""
-    pull = jnp.sum(es.normal * R, -1) < 0
-    into = es.side * tau_w > 0
+    constraint torque would pull it into the limit (side * tau_w > 0). Chatter-locked constraints stay.
+
+    "Pull" means beyond round-off: 1e-9 of the chain's weight (times its longest rod for torques), so that a
+    reaction that is zero up to round-off (e.g. right after an impact driven by inertia alone) holds the same way
+    whichever solver computed it."""
+    weight = jnp.sum(chain.m) * jnp.maximum(chain.g, 1.0)
+    tol = 1e-9 * weight
+    pull = jnp.sum(es.normal * R, -1) < -tol
+    into = es.side * tau_w > tol * jnp.max(chain.l, initial=1.0)
     unlocked = es.chatter < events.chatter_count
     return es.stuck & pull & unlocked[0], es.held & into & unlocked[1]
 
@@ -323,23 +329,21 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
 
     def release(c, es_, R, tau_w):
         """Switch off the constraints that pass the release test; count the releases (chatter counters)."""
-        rel_c, rel_l = _release_tests(events, es_, R, tau_w)
+        rel_c, rel_l = _release_tests(chain, events, es_, R, tau_w)
         es_ = eqx.tree_at(lambda e: (e.stuck, e.held, e.chatter), es_,
                           (es_.stuck & ~rel_c, es_.held & ~rel_l, es_.chatter + jnp.stack([rel_c, rel_l])))
         rep = c["rep"]
         rep = eqx.tree_at(lambda r: (r.releases, r.limit_releases), rep, (rep.releases | rel_c, rep.limit_releases | rel_l))
-        return es_, rep, jnp.any(rel_c) | jnp.any(rel_l)
+        return es_, rep, (rel_c, rel_l)
 
-    def slot(c):
+    def cut(c, h):
+        """Detect the first event of the sub-quantum [t, t + h] (seed §7, §12.1) and build the state at it, with the
+        constraints that fire there (everything crossing within round-off of the earliest time) switched on."""
         es_, a, t = c["es"], c["a"], c["t"]
         x, v = es_.state.x, es_.state.v
-        remaining = dt - t
-        h = jnp.minimum(dt * 0.5 ** c["level"].astype(dtype), remaining)
         (s_c, hit_c, k), (s_l, hit_l, side) = detect(chain, events, es_, x, v, a, h)
         s_e = jnp.minimum(jnp.min(s_c, initial=h), jnp.min(s_l, initial=h))
         event = c["valid"] & (jnp.any(hit_c) | jnp.any(hit_l))
-        trial = c["valid"] & ~event
-        # the sets after the event: everything that crosses at (round-off close to) the earliest time
         tol = 1e-9 * dt
         new_c = hit_c & (s_c <= s_e + tol)
         new_l = hit_l & (s_l <= s_e + tol)
@@ -349,6 +353,20 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
         es_event = EventState(State(xe, ve, t0 + t + s_e), es_.stuck | new_c,
                               jnp.where(new_c[:, None], proj, es_.pin), jnp.where(new_c[:, None], zk, es_.normal),
                               es_.held | new_l, jnp.where(new_l, side, es_.side), es_.chatter)
+        rep = c["rep"]
+        rep = eqx.tree_at(lambda r: (r.impacts, r.limit_hits, r.events, r.slots), rep,
+                          (rep.impacts | (event & new_c), rep.limit_hits | (event & new_l), rep.events + event,
+                           rep.slots + 1))
+        return event, s_e, es_event, rep
+
+    def slot(c):
+        es_, a, t = c["es"], c["a"], c["t"]
+        x, v = es_.state.x, es_.state.v
+        remaining = dt - t
+        h = jnp.minimum(dt * 0.5 ** c["level"].astype(dtype), remaining)
+        event, s_e, es_event, rep = cut(c, h)
+        trial = c["valid"] & ~event
+        xe, ve = es_event.state.x, es_event.state.v
         x1, v1 = x + h * v + 0.5 * h**2 * a, v + h * a
         # the slot's one solver call: at the current state (refresh), at the trial's end, or the impulse at the event
         es_call = _where(event, es_event, es_)
@@ -359,11 +377,9 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
         err = jnp.max(jnp.linalg.norm(a_s - a, axis=-1)) * h
         reject = trial & (err > events.threshold) & (c["level"] < events.max_depth)
         accept = trial & ~reject
-        rep = c["rep"]
-        rep = eqx.tree_at(
-            lambda r: (r.impacts, r.limit_hits, r.substeps, r.halvings, r.events, r.slots, r.error), rep,
-            (rep.impacts | (event & new_c), rep.limit_hits | (event & new_l), rep.substeps + accept,
-             rep.halvings + reject, rep.events + event, rep.slots + 1, jnp.where(accept, jnp.maximum(rep.error, err), rep.error)))
+        rep = eqx.tree_at(lambda r: (r.substeps, r.halvings, r.error), rep,
+                          (rep.substeps + accept, rep.halvings + reject,
+                           jnp.where(accept, jnp.maximum(rep.error, err), rep.error)))
         # the new state of the slot
         es_acc = eqx.tree_at(lambda e: e.state, es_, State(x1, v1, t0 + jnp.where(h >= remaining, dt, t + h)))
         es_imp = eqx.tree_at(lambda e: e.state.v, es_event, ve + a_s)
@@ -371,22 +387,26 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
         t_new = jnp.where(event, t + s_e, jnp.where(accept, jnp.where(h >= remaining, dt, t + h), t))
         # refresh or accepted trial: a_s are the accelerations at the new state; test releases there
         c2 = dict(c, rep=rep)
-        es_rel, rep_rel, released = release(c2, es_new, R, tau_w)
+        es_rel, rep_rel, (rel_c, rel_l) = release(c2, es_new, R, tau_w)
+        released = jnp.any(rel_c) | jnp.any(rel_l)
         check = ~event & ~reject
         es_new = _where(check, es_rel, es_new)
         rep = _where(check, rep_rel, rep)
-        left = c["left"] | (check & jnp.stack([rep_rel.releases, rep_rel.limit_releases]))
-        # scuffing (seed §12.2, Fig. 4): a constraint released in this quantum whose free motion (this refresh) heads
-        # straight back into the obstacle or limit is switched on again and locked for chatter_window quanta
+        # scuffing (seed §12.2, Fig. 4): a constraint released by an earlier slot of this quantum whose free motion
+        # (this refresh, computed without it) heads straight back into the obstacle or limit is switched on again and
+        # locked for chatter_window quanta
+        left = c["left"]
         refresh = ~c["valid"] & ~event
-        back_c = left[0] & ~es_new.stuck & (jnp.sum(es_new.normal * a_s, -1) < 0) & (jnp.sum(es_new.normal * v, -1) <= 0)
+        # ("heads back": its normal velocity or angular velocity changes sign within one quantum)
+        back_c = left[0] & ~es_new.stuck & (jnp.sum(es_new.normal * (v + dt * a_s), -1) < 0)
         alpha = joint_accelerations(State(x, v), a_s)
-        back_l = left[1] & ~es_new.held & (es_new.side * alpha > 0) & (es_new.side * joint_velocities(State(x, v)) >= 0)
+        back_l = left[1] & ~es_new.held & (es_new.side * (joint_velocities(State(x, v)) + dt * alpha) > 0)
         back = refresh & jnp.stack([back_c, back_l])
         lock = jnp.where(back, jnp.e * events.chatter_count, es_new.chatter)
         es_new = eqx.tree_at(lambda e: (e.stuck, e.held, e.chatter), es_new,
                              (es_new.stuck | back[0], es_new.held | back[1], jnp.maximum(es_new.chatter, lock)))
         valid = check & ~released & ~jnp.any(back)
+        left = left | (check & jnp.stack([rel_c, rel_l]))
         level = jnp.where(reject, c["level"] + 1, jnp.where(accept, jnp.maximum(c["level"] - 1, 0), c["level"]))
         a_new = jnp.where(reject, a, a_s)
         return dict(es=es_new, a=a_new, valid=valid | reject, t=t_new, level=level, rep=rep, left=left)
@@ -397,16 +417,21 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
 
     c, _ = jax.lax.scan(body, carry0, None, length=events.slots - 1)
 
-    # forced finish: accelerations at the current state, then integrate whatever remains without checks
+    # forced finish of whatever remains, without the error test. Its one solver call is the impulse if an event
+    # happens in the remaining time (the rest after the event then drifts with the new velocities, so a newly stuck
+    # point stays put), else the accelerations at the current state if they are stale.
     def finish(c):
-        es_ = c["es"]
+        es_, h = c["es"], dt - c["t"]
         x, v = es_.state.x, es_.state.v
-        a, _, _ = solve(es_, x, v, jnp.zeros((), bool))
-        h = dt - c["t"]
-        st = State(x + h * v + 0.5 * h**2 * a, v + h * a, t0 + dt)
-        rep = eqx.tree_at(lambda r: (r.slots, r.exhausted, r.substeps), c["rep"],
-                          (c["rep"].slots + 1, jnp.ones((), bool), c["rep"].substeps + 1))
-        return dict(c, es=eqx.tree_at(lambda e: e.state, es_, st), t=dt, rep=rep)
+        event, s_e, es_event, rep = cut(c, h)
+        es_call = _where(event, es_event, es_)
+        a_s, _, _ = solve(es_call, es_call.state.x, es_call.state.v, event)
+        a = jnp.where(c["valid"], c["a"], a_s)
+        v_e = es_event.state.v + a_s
+        x_f = jnp.where(event, es_event.state.x + (h - s_e) * v_e, x + h * v + 0.5 * h**2 * a)
+        v_f = jnp.where(event, v_e, v + h * a)
+        rep = eqx.tree_at(lambda r: (r.exhausted, r.substeps), rep, (jnp.ones((), bool), rep.substeps + 1))
+        return dict(c, es=eqx.tree_at(lambda e: e.state, es_call, State(x_f, v_f, t0 + dt)), t=dt, rep=rep)
 
     c = jax.lax.cond(c["t"] >= dt, lambda c: c, finish, c)
     es_out = eqx.tree_at(lambda e: e.chatter, c["es"], c["es"].chatter * jnp.exp(-1.0 / events.chatter_window))
