@@ -1,4 +1,5 @@
-"""Command line of diffchain: ``python -m diffchain demo [--out PATH] [--links 5] [--seconds 10] [--gif]``.
+"""Command line of diffchain: ``python -m diffchain demo [--out PATH] [--links 5] [--seconds 10] [--gif]`` and
+``python -m diffchain events [--out PATH] [--gif PATH]`` (a chain falling onto the ground against joint limits).
 
 ``demo`` releases an n-link pendulum from rest in a bent pose, integrates it with RK4 under ``jax.jit`` and writes a
 picture: the stroboscopic motion on the left, the relative energy error and the rod-length error on the right.
@@ -88,6 +89,17 @@ def demo(args) -> int:
     return 0
 
 
+def events(args) -> int:
+    import matplotlib
+
+    if not os.environ.get("DISPLAY") and not os.environ.get("MPLBACKEND"):
+        matplotlib.use("Agg")
+    from diffchain.demo_events import falling_chain_figure
+
+    falling_chain_figure(args.out, gif=args.gif, T=args.steps, dt=args.dt)
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m diffchain",
                                      description="diffchain: differentiable dynamics of planar kinematic chains in JAX")
@@ -104,6 +116,14 @@ def main(argv=None) -> int:
     p.add_argument("--fps", type=int, default=30, help="frame rate of the GIF (default: %(default)s)")
     p.add_argument("--dpi", type=int, default=120, help="resolution of the PNG (default: %(default)s)")
     p.set_defaults(func=demo)
+    e = sub.add_parser("events", help="drop a chain on the ground with joint angle limits and draw what happens",
+                       description="A 6-link free chain falls onto the ground and folds against its joint angle "
+                                   "limits (contacts, limits, impulses, releases: diffchain.event_rollout).")
+    e.add_argument("--out", default="falling_chain.png", help="output PNG (default: %(default)s)")
+    e.add_argument("--gif", default=None, help="also write an animation to this path (needs pillow)")
+    e.add_argument("--steps", type=int, default=1500, help="number of quanta (default: %(default)s)")
+    e.add_argument("--dt", type=float, default=1e-3, help="quantum length in s (default: %(default)s)")
+    e.set_defaults(func=events, links=1, seconds=1.0)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()

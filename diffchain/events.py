@@ -350,9 +350,12 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
         xe, ve = x + s_e * v + 0.5 * s_e**2 * a, v + s_e * a
         zk, z0k = events.z[k] if events.z.shape[0] else jnp.zeros_like(x), events.z0[k] if events.z.shape[0] else x
         proj = xe - zk * jnp.sum(zk * (xe - z0k), -1, keepdims=True)  # the pin: the contact point on the line
+        # a constraint hit again in the quantum that released it is the seed's scuffing loop: lock it at once
+        again = jnp.stack([new_c, new_l]) & c["left"]
+        chatter = jnp.where(again, jnp.maximum(es_.chatter, jnp.e * events.chatter_count), es_.chatter)
         es_event = EventState(State(xe, ve, t0 + t + s_e), es_.stuck | new_c,
                               jnp.where(new_c[:, None], proj, es_.pin), jnp.where(new_c[:, None], zk, es_.normal),
-                              es_.held | new_l, jnp.where(new_l, side, es_.side), es_.chatter)
+                              es_.held | new_l, jnp.where(new_l, side, es_.side), chatter)
         rep = c["rep"]
         rep = eqx.tree_at(lambda r: (r.impacts, r.limit_hits, r.events, r.slots), rep,
                           (rep.impacts | (event & new_c), rep.limit_hits | (event & new_l), rep.events + event,
