@@ -24,7 +24,6 @@ and never touches pyplot's global state: it draws on :class:`matplotlib.figure.F
 """
 from __future__ import annotations
 
-import argparse
 import os
 import time
 
