@@ -291,6 +291,10 @@ class ActiveSolver(eqx.Module):
     def __call__(self, chain, state, control, active, alpha_w, theta_bar=None, stab=None):
         raise NotImplementedError
 
+    def part_one(self, chain, state, control, stab=None):
+        """The same solver without active joints (seed Part I): (a, phi)."""
+        raise NotImplementedError
+
 
 class ActiveKKT(ActiveSolver):
     """Dense KKT system with the active rows (:func:`active_dynamics_kkt`)."""
@@ -298,9 +302,19 @@ class ActiveKKT(ActiveSolver):
     def __call__(self, chain, state, control, active, alpha_w, theta_bar=None, stab=None):
         return active_dynamics_kkt(chain, state, control, active, alpha_w, theta_bar, stab)
 
+    def part_one(self, chain, state, control, stab=None):
+        from .solvers import kkt_dynamics
+
+        return kkt_dynamics(chain, state, control, stab)
+
 
 class ActiveRecursive(ActiveSolver):
     """O(n) recursion of seed 000 Part II (:func:`active_dynamics_recursive`)."""
 
     def __call__(self, chain, state, control, active, alpha_w, theta_bar=None, stab=None):
         return active_dynamics_recursive(chain, state, control, active, alpha_w, theta_bar, stab)
+
+    def part_one(self, chain, state, control, stab=None):
+        from .recursive import recursive_dynamics
+
+        return recursive_dynamics(chain, state, control, stab)
