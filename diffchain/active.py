@@ -28,7 +28,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from .constraints import _inv, point_terms, projector, rod_terms
+from .constraints import _inv, point_projector, rod_terms
 from .forces import external_forces
 from .geometry import _pad_diff, link_angles, link_L, links, perp
 from .inertia import mass_matrix
@@ -267,7 +267,7 @@ def active_dynamics_recursive(chain: Chain, state: State, control: Control, acti
     n, dt = chain.n, chain.m.dtype
     active = _active_mask(chain, active)
     r, e = rod_terms(chain, state, stab)
-    P, a0 = projector(*point_terms(chain, state, control.a_w, stab))
+    P, a0 = point_projector(chain, state, control.a_w, stab)
     Fe = external_forces(chain, state, control)
     alpha = active_terms(chain, state, alpha_w, theta_bar, stab)
     pad = lambda x: jnp.concatenate([x, jnp.zeros((1,) + x.shape[1:], x.dtype)])  # noqa: E731  terminal: r_n = 0

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from .geometry import links
+from .geometry import links_c
 from .model import Chain, State
 
 
@@ -20,26 +20,39 @@ def _inv(stab):
     return 0.0 if stab is None else 1.0 / stab
 
 
-def rod_terms(chain: Chain, state: State, stab=None):
-    """Unit rod directions r_k (n-1, 2) and link-equation right-hand sides e_k (n-1,).
+def rod_terms_c(chain: Chain, X, Y, U, V, stab=None):
+    """Rod directions r_x, r_y (n-1,) and link-equation right-hand sides e (n-1,) by components.
 
     e_k = r_dot^T (v_{k+1} - v_k) + eps/T^2 + 2 eps'/T with eps = |x_{k+1} - x_k| - l_k, eps' = r_k^T (v_{k+1} - v_k).
     On the constraint manifold r_dot^T dv = |dv|^2 / l_k, the seed's centripetal term (eq. 3); off it we keep the exact
     derivative |dv_perp|^2 / |d| so that every solver differentiates the same constraint.
     """
-    _, rho, r = links(state.x)
-    dv = state.v[1:] - state.v[:-1]
-    eps_dot = jnp.sum(r * dv, -1)
-    e = (jnp.sum(dv * dv, -1) - eps_dot**2) / rho
+    _, _, rho, inv_rho, rx, ry = links_c(X, Y)
+    dU, dV = U[1:] - U[:-1], V[1:] - V[:-1]
+    eps_dot = rx * dU + ry * dV
+    e = (dU * dU + dV * dV - eps_dot**2) * inv_rho
     w = _inv(stab)
-    return r, e + (rho - chain.l) * w**2 + 2.0 * eps_dot * w
+    return rx, ry, e + (rho - chain.l) * w**2 + 2.0 * eps_dot * w
+
+
+def rod_terms(chain: Chain, state: State, stab=None):
+    """Unit rod directions r_k (n-1, 2) and right-hand sides e_k (n-1,) (:func:`rod_terms_c`)."""
+    rx, ry, e = rod_terms_c(chain, state.x[:, 0], state.x[:, 1], state.v[:, 0], state.v[:, 1], stab)
+    return jnp.stack([rx, ry], -1), e
+
+
+def _slider_rhs(chain: Chain, X, Y, U, V, stab):
+    """PD right-hand side of a slider row s_i^T a_i = -eps/T^2 - 2 eps'/T, eps = s_i^T x_i - c_i (seed §6.3, eq. 33)."""
+    w = _inv(stab)
+    sx, sy = chain.s[:, 0], chain.s[:, 1]
+    return -(sx * X + sy * Y - chain.c) * w**2 - 2.0 * (sx * U + sy * V) * w
 
 
 def point_terms(chain: Chain, state: State, a_w, stab=None):
     """Point constraints as two candidate rows per point: S (n,2,2), active mask (n,2), right-hand side beta (n,2).
 
     Rows are orthonormal, so the affine set of admissible accelerations is a_i = P_i a + a0_i with
-    P_i = I - sum_j S_ij^T S_ij and a0_i = sum_j S_ij^T beta_ij (see :func:`projector`).
+    P_i = I - sum_j S_ij^T S_ij and a0_i = sum_j S_ij^T beta_ij (see :func:`point_projector`).
     """
     guided, slider = chain.guided, chain.slider_mask
     n, dt = chain.n, chain.m.dtype
@@ -47,17 +60,30 @@ def point_terms(chain: Chain, state: State, a_w, stab=None):
     s_rows = jnp.stack([chain.s, jnp.zeros_like(chain.s)], 1)
     S = jnp.where(guided[:, None, None], eye, s_rows)
     mask = jnp.stack([guided | slider, guided], -1)
-    w = _inv(stab)
-    eps = jnp.sum(chain.s * state.x, -1) - chain.c
-    eps_dot = jnp.sum(chain.s * state.v, -1)
-    beta_slider = jnp.stack([-eps * w**2 - 2.0 * eps_dot * w, jnp.zeros_like(eps)], -1)
+    beta_s = _slider_rhs(chain, state.x[:, 0], state.x[:, 1], state.v[:, 0], state.v[:, 1], stab)
+    beta_slider = jnp.stack([beta_s, jnp.zeros_like(beta_s)], -1)
     beta = jnp.where(guided[:, None], a_w, beta_slider)
     return S, mask, jnp.where(mask, beta, 0.0)
 
 
-def projector(S, mask, beta):
-    """P_i = I - S_i^T diag(mask) S_i and a0_i = S_i^T (mask * beta_i): a_i = P_i a_free + a0_i."""
-    Sm = S * mask[..., None]
-    P = jnp.eye(2, dtype=S.dtype) - jnp.einsum("nji,njk->nik", Sm, Sm)
-    a0 = jnp.einsum("nji,nj->ni", Sm, beta)
-    return P, a0
+def point_projector_c(chain: Chain, X, Y, U, V, a_w, stab=None):
+    """The point constraints as a_i = P_i a + a0_i by components: P_11, P_12, P_22, a0_x, a0_y (n,).
+
+    Free: P = I, a0 = 0; slider: P = I - s s^T, a0 = s beta (beta of :func:`_slider_rhs`); guided: P = 0, a0 = a^w."""
+    g, sl = chain.guided, chain.slider_mask
+    sx, sy = chain.s[:, 0], chain.s[:, 1]
+    beta = _slider_rhs(chain, X, Y, U, V, stab)
+    p11 = jnp.where(g, 0.0, jnp.where(sl, 1.0 - sx * sx, 1.0))
+    p12 = jnp.where(g | ~sl, 0.0, -sx * sy)
+    p22 = jnp.where(g, 0.0, jnp.where(sl, 1.0 - sy * sy, 1.0))
+    a0x = jnp.where(g, a_w[:, 0], jnp.where(sl, sx * beta, 0.0))
+    a0y = jnp.where(g, a_w[:, 1], jnp.where(sl, sy * beta, 0.0))
+    return p11, p12, p22, a0x, a0y
+
+
+def point_projector(chain: Chain, state: State, a_w, stab=None):
+    """P (n,2,2) and a0 (n,2) of :func:`point_projector_c`."""
+    p11, p12, p22, a0x, a0y = point_projector_c(chain, state.x[:, 0], state.x[:, 1], state.v[:, 0], state.v[:, 1],
+                                                a_w, stab)
+    P = jnp.stack([jnp.stack([p11, p12], -1), jnp.stack([p12, p22], -1)], -2)
+    return P, jnp.stack([a0x, a0y], -1)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from .geometry import _pad_diff, joint_velocities, link_L, safe_norm
+from .geometry import _pad_diff, joint_velocities, link_omega_c, links_c
 from .inertia import link_energy, link_gravity
 from .model import Chain, Control, State
 
@@ -13,14 +13,21 @@ def gravity(chain: Chain):
     return jnp.stack([jnp.zeros_like(chain.m), -chain.g * chain.m], -1)
 
 
+def _torque_forces_c(dX, dY, inv_rho, tau):
+    """Point forces of joint torques by components: per rod k, f_k = L_k (tau_{k+1} - tau_k) with L_k = r_k^*/rho_k
+    pushes point k by +f_k and point k+1 by -f_k (seed §4.2, Fig. 1)."""
+    dtau = (tau[1:] - tau[:-1]) * inv_rho**2
+    return _pad_diff(-dY * dtau), _pad_diff(dX * dtau)
+
+
 def torque_forces(x, tau):
     """Point forces equivalent to joint torques tau (n,) (seed §4.2, Fig. 1).
 
     tau_i puts L_{i-1} tau_i on point i-1, -L_{i-1} tau_i - L_i tau_i on point i and L_i tau_i on point i+1. Collected
     per rod k: f_k = L_k (tau_{k+1} - tau_k) pushes point k by +f_k and point k+1 by -f_k.
     """
-    f = link_L(x) * (tau[1:] - tau[:-1])[:, None]
-    return _pad_diff(f)
+    dX, dY, _, inv_rho, _, _ = links_c(x[:, 0], x[:, 1])
+    return jnp.stack(_torque_forces_c(dX, dY, inv_rho, tau), -1)
 
 
 def damping_torques(chain: Chain, state: State):
@@ -28,15 +35,32 @@ def damping_torques(chain: Chain, state: State):
     return -chain.k_omega * joint_velocities(state)
 
 
+def _speed(U, V):
+    """|v| with a finite gradient at v = 0 (double-``where``)."""
+    sq = U * U + V * V
+    pos = sq > 0
+    return jnp.where(pos, jnp.sqrt(jnp.where(pos, sq, 1.0)), 0.0)
+
+
 def drag_forces(chain: Chain, state: State):
     """Quadratic air drag -k_v v |v| (seed §4.3), with a finite gradient at v = 0."""
-    return -chain.k_v[:, None] * state.v * safe_norm(state.v, keepdims=True)
+    return -chain.k_v[:, None] * state.v * _speed(state.v[:, 0], state.v[:, 1])[:, None]
+
+
+def external_forces_c(chain: Chain, X, Y, U, V, control: Control):
+    """F^e of the point masses by components (F_x, F_y): gravity + torques (applied and damping -k_omega omega^z)
+    + drag + user point forces (seed §4). The links' own weight is added by :func:`external_forces`."""
+    dX, dY, _, inv_rho, _, _ = links_c(X, Y)
+    omega_z = _pad_diff(link_omega_c(dX, dY, inv_rho, U[1:] - U[:-1], V[1:] - V[:-1]))
+    fx, fy = _torque_forces_c(dX, dY, inv_rho, control.tau - chain.k_omega * omega_z)
+    drag = chain.k_v * _speed(U, V)
+    return fx - drag * U + control.F[:, 0], fy - chain.g * chain.m - drag * V + control.F[:, 1]
 
 
 def external_forces(chain: Chain, state: State, control: Control):
-    """F^e: gravity + torques (applied and damping) + drag + user point forces."""
-    tau = control.tau + damping_torques(chain, state)
-    F = gravity(chain) + torque_forces(state.x, tau) + drag_forces(chain, state) + control.F
+    """F^e (n,2): gravity + torques (applied and damping) + drag + user point forces (:func:`external_forces_c`), plus
+    the links' weight."""
+    F = jnp.stack(external_forces_c(chain, state.x[:, 0], state.x[:, 1], state.v[:, 0], state.v[:, 1], control), -1)
     return F + link_gravity(chain) if chain.has_links else F
 
 

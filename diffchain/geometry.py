@@ -24,12 +24,24 @@ def perp(v):
     return jnp.stack([-v[..., 1], v[..., 0]], axis=-1)
 
 
+def links_c(X, Y):
+    """:func:`links` by components (X, Y the point coordinates): dX, dY, rho, 1/rho (1 where rho = 0), r_x, r_y.
+
+    The component form keeps every quantity a per-point array, so that under ``vmap`` each operation is elementwise on
+    batch-contiguous arrays instead of acting on a minor axis of length 2 (XLA CPU runs the latter as many tiny
+    kernels); the solvers' hot paths use it, and the (n, 2) functions below are built on it."""
+    dX, dY = X[1:] - X[:-1], Y[1:] - Y[:-1]
+    sq = dX * dX + dY * dY
+    pos = sq > 0
+    rho = jnp.where(pos, jnp.sqrt(jnp.where(pos, sq, 1.0)), 0.0)
+    inv_rho = 1.0 / jnp.where(pos, rho, 1.0)
+    return dX, dY, rho, inv_rho, dX * inv_rho, dY * inv_rho
+
+
 def links(x):
     """Rod vectors x_{i+1} - x_i, their lengths rho_i and unit directions r_i (seed §3 step 4)."""
-    d = x[1:] - x[:-1]
-    rho = safe_norm(d)
-    r = d / jnp.where(rho > 0, rho, 1.0)[:, None]
-    return d, rho, r
+    dX, dY, rho, _, rx, ry = links_c(x[:, 0], x[:, 1])
+    return jnp.stack([dX, dY], -1), rho, jnp.stack([rx, ry], -1)
 
 
 def link_L(x):
@@ -38,10 +50,15 @@ def link_L(x):
     return perp(r) / jnp.where(rho > 0, rho, 1.0)[:, None]
 
 
+def link_omega_c(dX, dY, inv_rho, dU, dV):
+    """omega_k^o = L_k^T (v_{k+1} - v_k) by components, L_k = r_k^* / rho_k (seed §4.2–4.3)."""
+    return (dX * dV - dY * dU) * inv_rho**2
+
+
 def _pad_diff(w):
     """w_i - w_{i-1} for i = 1..n from per-link values w_1..w_{n-1}, with w_0 = w_n = 0."""
-    n = w.shape[0] + 1
-    return jnp.zeros((n,) + w.shape[1:], w.dtype).at[:-1].add(w).at[1:].add(-w)
+    z = jnp.zeros((1,) + w.shape[1:], w.dtype)
+    return jnp.concatenate([w, z]) - jnp.concatenate([z, w])
 
 
 def link_angles(x):

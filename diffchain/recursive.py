@@ -25,14 +25,17 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .constraints import point_terms, projector, rod_terms
-from .forces import external_forces
+from .constraints import point_projector, point_projector_c, rod_terms, rod_terms_c
+from .forces import external_forces, external_forces_c
 from .inertia import chain_link_blocks, point_mass_blocks
 from .model import Chain, Control, State
 
 
 def abcd_backward(m, r, e, Fe, P, a0):
     """Seed §3 step 1: A_i, b_i, C_i, d_i for i = n..1 (eqs. 6–9 and §6 in projector form, see module docstring).
+
+    The readable reference, as the seed writes it (tests check it against eqs. 6–9 literally); simulations run the
+    same sweep by components (:func:`abcd_sweeps_c`), which the tests check against this one and the KKT form.
 
     Per-point inputs m (n,), r (n,2) with r_n = 0, e (n,) with e_n = 0, F^e (n,2), P (n,2,2), a0 (n,2).
     """
@@ -113,16 +116,65 @@ def forward_sweep(A, b, C, d):
     return a, Fd
 
 
+def abcd_sweeps_c(m, rx, ry, e, Fx, Fy, p11, p12, p22, a0x, a0y):
+    """:func:`abcd_backward` and :func:`forward_sweep` by components, for the simulation hot path.
+
+    The same mathematics (module docstring) with every 2-vector kept as two per-point arrays and the symmetric A_i as
+    three, so that under ``vmap`` every operation is elementwise on batch-contiguous arrays. The backward sweep keeps
+    c_i = P_i r_i / D_i (so C_i = r_i c_i^T), k_i = c_i^T F^e_i + m_i mu_i / D_i and b_i; the forward sweep re-derives
+    phi_i = c_i^T F_i^d + k_i (the rod tension: F_{i+1}^d = r_i phi_i) and A_i F = (P_i F - P_i r_i c_i^T F) / m_i.
+    Inputs as :func:`abcd_backward` (terminal rod r_n = 0, e_n = 0), by components. Returns a_x, a_y, phi (n,).
+    """
+    tol = 64 * jnp.finfo(Fx.dtype).eps
+
+    def back(carry, inp):
+        A11, A12, A22, b1x, b1y = carry  # A_{i+1}, b_{i+1}
+        m_i, x, y, e_i, fx, fy, q11, q12, q22, wx, wy = inp
+        Prx, Pry = q11 * x + q12 * y, q12 * x + q22 * y
+        D = x * Prx + y * Pry + m_i * (A11 * x * x + 2.0 * A12 * x * y + A22 * y * y)
+        ok = D > tol * (x * x + y * y + m_i * (A11 + A22))
+        inv_D = jnp.where(ok, 1.0 / jnp.where(ok, D, 1.0), 0.0)
+        mu = x * (wx - b1x) + y * (wy - b1y) - e_i
+        cx, cy = inv_D * Prx, inv_D * Pry
+        k = cx * fx + cy * fy + inv_D * m_i * mu
+        inv_m = 1.0 / m_i
+        n11, n12, n22 = (q11 - cx * Prx) * inv_m, (q12 - cx * Pry) * inv_m, (q22 - cy * Pry) * inv_m
+        bx = n11 * fx + n12 * fy + wx - mu * cx
+        by = n12 * fx + n22 * fy + wy - mu * cy
+        return (n11, n12, n22, bx, by), (cx, cy, k, bx, by)
+
+    z = jnp.zeros((), Fx.dtype)
+    _, (cx, cy, k, bx, by) = jax.lax.scan(back, (z,) * 5, (m, rx, ry, e, Fx, Fy, p11, p12, p22, a0x, a0y),
+                                          reverse=True)
+
+    def fwd(F, inp):
+        Fx_, Fy_ = F  # F_i^d
+        inv_m, x, y, q11, q12, q22, c_x, c_y, k_i, b_x, b_y = inp
+        cF = c_x * Fx_ + c_y * Fy_
+        phi = cF + k_i
+        Prx, Pry = q11 * x + q12 * y, q12 * x + q22 * y
+        ax = (q11 * Fx_ + q12 * Fy_ - Prx * cF) * inv_m + b_x
+        ay = (q12 * Fx_ + q22 * Fy_ - Pry * cF) * inv_m + b_y
+        return (x * phi, y * phi), (ax, ay, phi)
+
+    _, (ax, ay, phi) = jax.lax.scan(fwd, (z, z), (1.0 / m, rx, ry, p11, p12, p22, cx, cy, k, bx, by))
+    return ax, ay, phi
+
+
 def recursive_dynamics(chain: Chain, state: State, control: Control, stab=None):
     """Accelerations a (n,2) and rod tensions phi (n-1,) by the seed-000 recursion, O(n)."""
+    if not chain.has_links:
+        X, Y, U, V = state.x[:, 0], state.x[:, 1], state.v[:, 0], state.v[:, 1]
+        rx, ry, e = (jnp.concatenate([q, jnp.zeros((1,), q.dtype)])  # the terminal joint: a rod of direction 0
+                     for q in rod_terms_c(chain, X, Y, U, V, stab))
+        ax, ay, phi = abcd_sweeps_c(chain.m, rx, ry, e, *external_forces_c(chain, X, Y, U, V, control),
+                                    *point_projector_c(chain, X, Y, U, V, control.a_w, stab))
+        return jnp.stack([ax, ay], -1), phi[:-1]
     r, e = rod_terms(chain, state, stab)
-    P, a0 = projector(*point_terms(chain, state, control.a_w, stab))
+    P, a0 = point_projector(chain, state, control.a_w, stab)
     Fe = external_forces(chain, state, control)
     r_all = jnp.concatenate([r, jnp.zeros((1, 2), r.dtype)])  # the terminal joint: a rod of direction 0
     e_all = jnp.concatenate([e, jnp.zeros((1,), e.dtype)])
-    if not chain.has_links:
-        a, Fd = forward_sweep(*abcd_backward(chain.m, r_all, e_all, Fe, P, a0))
-        return a, jnp.sum(r * Fd[1:], -1)
     M12 = jnp.concatenate([chain_link_blocks(chain)[1], jnp.zeros((1, 2, 2), Fe.dtype)])
     coeffs, (k, phi0) = abcd_backward_inertial(point_mass_blocks(chain), r_all, e_all, Fe, P, a0, M12)
     a, F = forward_sweep(*coeffs)

@@ -303,10 +303,10 @@ def test_compliance_is_symmetric(problem, seed):
 
 @jax.jit
 def coefficient_groups(chain, state, control, active, alpha_w):
-    from diffchain.constraints import point_terms, projector, rod_terms
+    from diffchain.constraints import point_projector, rod_terms
 
     r, e = rod_terms(chain, state)
-    P, a0 = projector(*point_terms(chain, state, control.a_w))
+    P, a0 = point_projector(chain, state, control.a_w)
     alpha = act.active_terms(chain, state, alpha_w)
     pad = lambda x: jnp.concatenate([x, jnp.zeros((1,) + x.shape[1:], x.dtype)])  # noqa: E731
     act_next = jnp.concatenate([active[1:], jnp.zeros((1,), bool)])

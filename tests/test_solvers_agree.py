@@ -87,3 +87,29 @@ def test_recursion_is_the_seed_closed_form_for_an_ordinary_joint():
     for got, want in [(A[1], A2), (b[1], b2), (C[1], 0 * A2), (d[1], 0 * b2), (A[0], A1), (b[0], b1), (C[0], C1),
                       (d[0], d1)]:
         np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-14)
+
+
+def test_component_sweeps_are_the_reference_sweeps():
+    """The hot path (:func:`abcd_sweeps_c`, by components) = the readable matrix sweeps on random inputs with free,
+    slider and guided points and a terminal rod (accelerations and rod tensions, to round-off)."""
+    rng = np.random.default_rng(7)
+    n = 9
+    m = rng.uniform(0.5, 2.0, n)
+    ang = rng.uniform(0, 2 * np.pi, n)
+    r = np.stack([np.cos(ang), np.sin(ang)], -1)
+    r[-1] = 0.0
+    e = rng.normal(size=n)
+    e[-1] = 0.0
+    Fe, a0 = rng.normal(size=(n, 2)), rng.normal(size=(n, 2))
+    s = rng.normal(size=(n, 2))
+    s /= np.linalg.norm(s, axis=-1, keepdims=True)
+    kind = rng.integers(0, 3, n)  # 0 free, 1 slider, 2 guided
+    P = np.where((kind == 0)[:, None, None], np.eye(2), np.eye(2) - s[:, :, None] * s[:, None, :])
+    P = np.where((kind == 2)[:, None, None], 0.0, P)
+    a0 = np.where((kind == 0)[:, None], 0.0, a0)
+    A, b, C, d = dc.recursive.abcd_backward(*map(jnp.asarray, (m, r, e, Fe, P, a0)))
+    a_ref, Fd = dc.recursive.forward_sweep(A, b, C, d)
+    ax, ay, phi = dc.recursive.abcd_sweeps_c(*map(jnp.asarray, (m, r[:, 0], r[:, 1], e, Fe[:, 0], Fe[:, 1],
+                                                               P[:, 0, 0], P[:, 0, 1], P[:, 1, 1], a0[:, 0], a0[:, 1])))
+    np.testing.assert_allclose(np.stack([ax, ay], -1), a_ref, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(phi[:-1], np.sum(r[:-1] * np.asarray(Fd)[1:], -1), rtol=1e-12, atol=1e-12)
