@@ -87,6 +87,7 @@ jax.config.update("jax_enable_x64", True)  # every array below gets an explicit 
 import diffchain as dc  # noqa: E402  (may extend XLA_FLAGS; the CPU backend is created after this import)
 
 sys.path.insert(0, HERE)
+from benchutil import Report, fmt_t, md_table  # noqa: E402
 F32, F64 = jnp.float32, jnp.float64
 
 
@@ -136,34 +137,6 @@ def has_f64(compiled):
         return "f64[" in compiled.as_text()
     except Exception:  # noqa: BLE001
         return None
-
-
-def fmt_t(s):
-    if s is None or s != s:
-        return "–"
-    if s < 1e-3:
-        return f"{s * 1e6:.1f} µs"
-    if s < 1:
-        return f"{s * 1e3:.2f} ms"
-    return f"{s:.2f} s"
-
-
-def md_table(header, rows):
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
-    return "\n".join(out)
-
-
-class Report:
-    def __init__(self):
-        self.parts = []
-
-    def add(self, text=""):
-        print(text, flush=True)
-        self.parts.append(text)
-
-    def markdown(self):
-        return "\n".join(self.parts) + "\n"
 
 
 R = Report()
@@ -535,7 +508,7 @@ def section_compile():
                          f"{statistics.median(lows) + statistics.median(comps):.2f} s"])
     R.add(md_table(["n", "T", "trace + lower", "XLA compile", "total"], rows))
     ratios = [sum(res[(n, 10000)]) / sum(res[(n, 100)]) for n in (8, 64, 512)]
-    R.add(f"\nTotal(T = 10000) / total(T = 100): " + ", ".join(f"n = {n}: {r:.2f}" for n, r in zip((8, 64, 512), ratios))
+    R.add("\nTotal(T = 10000) / total(T = 100): " + ", ".join(f"n = {n}: {r:.2f}" for n, r in zip((8, 64, 512), ratios))
           + "\n")
     return res
 

@@ -97,6 +97,8 @@ jax.config.update("jax_enable_x64", True)
 from diffchain import events as dce  # noqa: E402  (constrained_dynamics, detect: the pieces of section profile)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from benchutil import Report, fmt_t, md_table  # noqa: E402
 with open(dce.__file__) as _fh:  # does constrained_dynamics fall back to the Part I solver when no joint is held?
     PART_ONE = hasattr(dc.ActiveRecursive(), "part_one") and "part_one" in _fh.read()
 F64 = jnp.float64
@@ -143,35 +145,6 @@ def compile_fn(f, *args):
     t0 = time.perf_counter()
     c = jax.jit(f).lower(*args).compile()
     return c, time.perf_counter() - t0
-
-
-def fmt_t(s):
-    if s is None or s != s:
-        return "–"
-    if s < 1e-3:
-        return f"{s * 1e6:.1f} µs"
-    if s < 1:
-        return f"{s * 1e3:.2f} ms"
-    return f"{s:.2f} s"
-
-
-def md_table(header, rows):
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
-    return "\n".join(out)
-
-
-class Report:
-    def __init__(self, quiet=False):
-        self.parts, self.quiet = [], quiet
-
-    def add(self, text=""):
-        if not self.quiet:
-            print(text, flush=True)
-        self.parts.append(text)
-
-    def markdown(self):
-        return "\n".join(self.parts) + "\n"
 
 
 R = Report(quiet=ARGS.json)
