@@ -263,8 +263,7 @@ def detect(chain: Chain, events: Events, es: EventState, x, v, a, h):
     Returns the crossing times s_c (n,) of the free contact points (earliest line), the line index k (n,), and s_l (n,)
     and side (n,) of the free limited joints; h where nothing happens.
     """
-    x1, v1 = x + h * v + 0.5 * h**2 * a, v + h * a
-    del v1
+    x1 = x + h * v + 0.5 * h**2 * a
     # contacts: slack z^T (x - z0) per point and line
     free = events.contact & ~chain.guided & ~es.stuck
     if events.z.shape[0]:
@@ -334,12 +333,11 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
     def solve(es_, x, v, impulse):
         return constrained_dynamics(chain, events, es_, x, v, t0, control, stab, impulse, solver)
 
-    def release(c, es_, R, tau_w):
+    def release(es_, rep, R, tau_w):
         """Switch off the constraints that pass the release test; count the releases (chatter counters)."""
         rel_c, rel_l = _release_tests(chain, events, es_, R, tau_w)
         es_ = eqx.tree_at(lambda e: (e.stuck, e.held, e.chatter), es_,
                           (es_.stuck & ~rel_c, es_.held & ~rel_l, es_.chatter + jnp.stack([rel_c, rel_l])))
-        rep = c["rep"]
         rep = eqx.tree_at(lambda r: (r.releases, r.limit_releases), rep, (rep.releases | rel_c, rep.limit_releases | rel_l))
         return es_, rep, (rel_c, rel_l)
 
@@ -396,8 +394,7 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
         es_new = _where(event, es_imp, _where(accept, es_acc, es_))
         t_new = jnp.where(event, t + s_e, jnp.where(accept, jnp.where(h >= remaining, dt, t + h), t))
         # refresh or accepted trial: a_s are the accelerations at the new state; test releases there
-        c2 = dict(c, rep=rep)
-        es_rel, rep_rel, (rel_c, rel_l) = release(c2, es_new, R, tau_w)
+        es_rel, rep_rel, (rel_c, rel_l) = release(es_new, rep, R, tau_w)
         released = jnp.any(rel_c) | jnp.any(rel_l)
         check = ~event & ~reject
         es_new = _where(check, es_rel, es_new)
