@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from .constraints import point_projector, point_projector_c, rod_terms, rod_terms_c
+from .constraints import _slider_rhs, point_projector, point_projector_c, rod_terms, rod_terms_c
 from .forces import external_forces, external_forces_c
+from .geometry import _pad_diff
 from .inertia import chain_link_blocks, point_mass_blocks
 from .model import Chain, Control, State
 
@@ -161,15 +163,69 @@ def abcd_sweeps_c(m, rx, ry, e, Fx, Fy, p11, p12, p22, a0x, a0y):
     return ax, ay, phi
 
 
+def _pad1(q):
+    return jnp.concatenate([q, jnp.zeros((1,), q.dtype)])
+
+
+def massless_dynamics(chain: Chain, state: State, control: Control, stab=None):
+    """The recursion for massless rods as a linear solve with implicit derivatives (``lax.custom_linear_solve``).
+
+    The accelerations and multipliers z = (a, y) solve the symmetric KKT system K z = b of :mod:`diffchain.solvers`
+    (rows switched off carry a unit diagonal): M a + J^T y = F^e, J a = gamma. The recursion (:func:`abcd_sweeps_c`)
+    solves it for any right-hand side b, in O(n). Derivatives are taken implicitly -- d z = K^-1 (d b - d K z) -- so
+    forward mode is one more recursion, reverse mode one more recursion with the cotangent as right-hand side (K is
+    symmetric) plus the adjoint of K(x) z and b(x, v, u): the sweeps themselves are never differentiated, which keeps
+    reverse mode cheap and its memory O(n) per step. Components as in :func:`abcd_sweeps_c`.
+    """
+    X, Y, U, V = state.x[:, 0], state.x[:, 1], state.v[:, 0], state.v[:, 1]
+    g, sl = chain.guided, chain.slider_mask
+    sx, sy = chain.s[:, 0], chain.s[:, 1]
+    rx, ry, e = rod_terms_c(chain, X, Y, U, V, stab)
+    on = ~(g[:-1] & g[1:])  # a rod between two guided points is switched off (the prescribed accelerations win)
+    beta = _slider_rhs(chain, X, Y, U, V, stab)
+    Fx, Fy = external_forces_c(chain, X, Y, U, V, control)
+    b = (Fx, Fy, jnp.where(on, -e, 0.0), jnp.where(g, control.a_w[:, 0], jnp.where(sl, beta, 0.0)),
+         jnp.where(g, control.a_w[:, 1], 0.0))
+    # one flat vector: lax.custom_linear_solve's transpose needs every leaf of b to depend on the differentiated input
+    cuts = np.cumsum([len(q) for q in b])[:-1].tolist()
+    split = lambda v: tuple(jnp.split(v, cuts))  # noqa: E731
+    flat = lambda *q: jnp.concatenate(q)  # noqa: E731
+
+    def rod_forces(y):  # J_rod^T y: rod k pulls point k by -r_k y_k and point k+1 by +r_k y_k
+        y = jnp.where(on, y, 0.0)
+        return _pad_diff(-rx * y), _pad_diff(-ry * y)
+
+    def matvec(z):
+        ax, ay, yr, y1, y2 = split(z)
+        fx, fy = rod_forces(yr)
+        top_x = chain.m * ax + fx + jnp.where(g, y1, jnp.where(sl, sx * y1, 0.0))
+        top_y = chain.m * ay + fy + jnp.where(g, y2, jnp.where(sl, sy * y1, 0.0))
+        rod = jnp.where(on, rx * (ax[1:] - ax[:-1]) + ry * (ay[1:] - ay[:-1]), yr)
+        row1 = jnp.where(g, ax, jnp.where(sl, sx * ax + sy * ay, y1))
+        row2 = jnp.where(g, ay, y2)
+        return flat(top_x, top_y, rod, row1, row2)
+
+    def solve(_, b):
+        bx, by, br, b1, b2 = split(b)
+        p11, p12, p22, _, _ = point_projector_c(chain, X, Y, U, V, control.a_w, stab)
+        a0x = jnp.where(g, b1, jnp.where(sl, sx * b1, 0.0))
+        a0y = jnp.where(g, b2, jnp.where(sl, sy * b1, 0.0))
+        ax, ay, phi = abcd_sweeps_c(chain.m, _pad1(rx), _pad1(ry), _pad1(-br), bx, by, p11, p12, p22, a0x, a0y)
+        yr = jnp.where(on, -phi[:-1], br)
+        fx, fy = rod_forces(yr)
+        res_x, res_y = bx - chain.m * ax - fx, by - chain.m * ay - fy  # = J_pt^T y_pt
+        y1 = jnp.where(g, res_x, jnp.where(sl, sx * res_x + sy * res_y, b1))
+        y2 = jnp.where(g, res_y, b2)
+        return flat(ax, ay, yr, y1, y2)
+
+    ax, ay, yr, _, _ = split(jax.lax.custom_linear_solve(matvec, flat(*b), solve, symmetric=True))
+    return jnp.stack([ax, ay], -1), -yr
+
+
 def recursive_dynamics(chain: Chain, state: State, control: Control, stab=None):
     """Accelerations a (n,2) and rod tensions phi (n-1,) by the seed-000 recursion, O(n)."""
     if not chain.has_links:
-        X, Y, U, V = state.x[:, 0], state.x[:, 1], state.v[:, 0], state.v[:, 1]
-        rx, ry, e = (jnp.concatenate([q, jnp.zeros((1,), q.dtype)])  # the terminal joint: a rod of direction 0
-                     for q in rod_terms_c(chain, X, Y, U, V, stab))
-        ax, ay, phi = abcd_sweeps_c(chain.m, rx, ry, e, *external_forces_c(chain, X, Y, U, V, control),
-                                    *point_projector_c(chain, X, Y, U, V, control.a_w, stab))
-        return jnp.stack([ax, ay], -1), phi[:-1]
+        return massless_dynamics(chain, state, control, stab)
     r, e = rod_terms(chain, state, stab)
     P, a0 = point_projector(chain, state, control.a_w, stab)
     Fe = external_forces(chain, state, control)

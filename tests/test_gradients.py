@@ -128,3 +128,30 @@ def test_rk4_gradient_of_a_two_link_pendulum_in_float64():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert float(out.stdout.strip().splitlines()[-1]) < 1e-6
+
+
+def _solver_loss(solver, chain, x, v, tau, F, a_w, m):
+    a, phi = solver(eqx.tree_at(lambda c: c.m, chain, m), dc.State(x, v), dc.Control(tau, F, a_w), 0.05)
+    return jnp.sum(jnp.sin(a)) + 1e-3 * jnp.sum(phi**2)
+
+
+_SOLVERS = (dc.Recursive(), dc.KKT())
+_REV = [jax.jit(jax.grad(lambda *a, s=s: _solver_loss(s, *a), argnums=(1, 2, 3, 4, 5, 6))) for s in _SOLVERS]
+_FWD = [jax.jit(lambda c, a, t, s=s: jax.jvp(lambda *q: _solver_loss(s, c, *q), a, t)[1]) for s in _SOLVERS]
+
+
+@given(random_problem(sizes=(1, 2, 5, 9)))
+def test_implicit_recursion_derivatives_equal_autodiff_of_kkt(problem):
+    """The recursion's derivatives are implicit (lax.custom_linear_solve: nothing is differentiated through the
+    sweeps); they must equal plain autodiff through the dense KKT solve, in reverse and in forward mode, with respect
+    to positions, velocities, torques, point forces, prescribed accelerations and masses, for every joint kind and
+    off-manifold states."""
+    chain, state, control, desc = problem
+    args = (state.x, state.v, control.tau, control.F, control.a_w, chain.m)
+    rev = [f(chain, *args) for f in _REV]
+    scale = max(1.0, max(float(jnp.max(jnp.abs(g))) for g in rev[1]))
+    for g_r, g_k in zip(*rev):
+        np.testing.assert_allclose(g_r, g_k, atol=1e-8 * scale, err_msg=desc)
+    t = tuple(jnp.cos(jnp.arange(a.size, dtype=a.dtype).reshape(a.shape)) for a in args)
+    fwd = [f(chain, args, t) for f in _FWD]
+    np.testing.assert_allclose(fwd[0], fwd[1], atol=1e-8 * max(1.0, abs(float(fwd[1]))), err_msg=desc)
