@@ -13,11 +13,11 @@ def gravity(chain: Chain):
     return jnp.stack([jnp.zeros_like(chain.m), -chain.g * chain.m], -1)
 
 
-def _torque_forces_c(dX, dY, inv_rho, tau):
+def _torque_forces_c(rx, ry, inv_rho, tau):
     """Point forces of joint torques by components: per rod k, f_k = L_k (tau_{k+1} - tau_k) with L_k = r_k^*/rho_k
     pushes point k by +f_k and point k+1 by -f_k (seed §4.2, Fig. 1)."""
-    dtau = (tau[1:] - tau[:-1]) * inv_rho**2
-    return _pad_diff(-dY * dtau), _pad_diff(dX * dtau)
+    dtau = (tau[1:] - tau[:-1]) * inv_rho
+    return _pad_diff(-ry * dtau), _pad_diff(rx * dtau)
 
 
 def torque_forces(x, tau):
@@ -26,8 +26,8 @@ def torque_forces(x, tau):
     tau_i puts L_{i-1} tau_i on point i-1, -L_{i-1} tau_i - L_i tau_i on point i and L_i tau_i on point i+1. Collected
     per rod k: f_k = L_k (tau_{k+1} - tau_k) pushes point k by +f_k and point k+1 by -f_k.
     """
-    dX, dY, _, inv_rho, _, _ = links_c(x[:, 0], x[:, 1])
-    return jnp.stack(_torque_forces_c(dX, dY, inv_rho, tau), -1)
+    _, _, _, inv_rho, rx, ry = links_c(x[:, 0], x[:, 1])
+    return jnp.stack(_torque_forces_c(rx, ry, inv_rho, tau), -1)
 
 
 def damping_torques(chain: Chain, state: State):
@@ -50,9 +50,9 @@ def drag_forces(chain: Chain, state: State):
 def external_forces_c(chain: Chain, X, Y, U, V, control: Control):
     """F^e of the point masses by components (F_x, F_y): gravity + torques (applied and damping -k_omega omega^z)
     + drag + user point forces (seed §4). The links' own weight is added by :func:`external_forces`."""
-    dX, dY, _, inv_rho, _, _ = links_c(X, Y)
-    omega_z = _pad_diff(link_omega_c(dX, dY, inv_rho, U[1:] - U[:-1], V[1:] - V[:-1]))
-    fx, fy = _torque_forces_c(dX, dY, inv_rho, control.tau - chain.k_omega * omega_z)
+    _, _, _, inv_rho, rx, ry = links_c(X, Y)
+    omega_z = _pad_diff(link_omega_c(rx, ry, inv_rho, U[1:] - U[:-1], V[1:] - V[:-1]))
+    fx, fy = _torque_forces_c(rx, ry, inv_rho, control.tau - chain.k_omega * omega_z)
     drag = chain.k_v * _speed(U, V)
     return fx - drag * U + control.F[:, 0], fy - chain.g * chain.m - drag * V + control.F[:, 1]
 

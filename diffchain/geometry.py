@@ -50,9 +50,9 @@ def link_L(x):
     return perp(r) / jnp.where(rho > 0, rho, 1.0)[:, None]
 
 
-def link_omega_c(dX, dY, inv_rho, dU, dV):
+def link_omega_c(rx, ry, inv_rho, dU, dV):
     """omega_k^o = L_k^T (v_{k+1} - v_k) by components, L_k = r_k^* / rho_k (seed §4.2–4.3)."""
-    return (dX * dV - dY * dU) * inv_rho**2
+    return (rx * dV - ry * dU) * inv_rho
 
 
 def _pad_diff(w):
