@@ -530,15 +530,7 @@ def main():
             t0 = time.perf_counter()
             summary[sec] = globals()[f"section_{sec}"]()
             print(f"  [section {sec}: {time.perf_counter() - t0:.0f} s]\n", flush=True)
-    total = time.perf_counter() - t_start
-    R.add(f"Load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}. "
-          f"Total benchmark wall time: {total:.0f} s.")
-    out = ARGS.out or os.path.join(HERE, "results", f"bench-{datetime.date.today().isoformat()}.md")
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "w") as fh:
-        fh.write(R.markdown())
-    print(f"\nwritten {out}")
-
+    R.save(ARGS.out or os.path.join(HERE, "results", f"bench-{datetime.date.today().isoformat()}.md"), t_start)
 
 if __name__ == "__main__":
     main()

@@ -939,15 +939,7 @@ def main():
             secs[name] = calls[name]()
             log(f"  [section {name}: {time.perf_counter() - t0:.0f} s]\n")
     R.add(reading(secs["single"], secs["budget"], secs["batched"], secs["kkt"], secs["profile"]))
-    total = time.perf_counter() - t_start
-    R.add(f"\nLoad average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}. "
-          f"Total benchmark wall time: {total:.0f} s.")
-    out = ARGS.out or os.path.join(HERE, "results", f"bench-events-{datetime.date.today().isoformat()}.md")
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "w") as fh:
-        fh.write(R.markdown())
-    log(f"\nwritten {out}")
-
+    R.save(ARGS.out or os.path.join(HERE, "results", f"bench-events-{datetime.date.today().isoformat()}.md"), t_start)
 
 if __name__ == "__main__":
     main()

@@ -1,6 +1,9 @@
 """Small helpers shared by the benchmark scripts: time formatting, markdown tables, a printed-and-saved report."""
 from __future__ import annotations
 
+import os
+import time
+
 
 def fmt_t(s):
     if s is None or s != s:
@@ -31,3 +34,12 @@ class Report:
 
     def markdown(self):
         return "\n".join(self.parts) + "\n"
+
+    def save(self, out, t_start):
+        """Close with the load average and the total wall time since ``t_start``; write the markdown to ``out``."""
+        self.add(f"\nLoad average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}. "
+                 f"Total benchmark wall time: {time.perf_counter() - t_start:.0f} s.")
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        with open(out, "w") as fh:
+            fh.write(self.markdown())
+        print(f"\nwritten {out}", flush=True)
