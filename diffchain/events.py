@@ -23,8 +23,9 @@ Bounded work. One quantum runs a ``lax.scan`` over ``slots`` slots; each slot ma
 inputs are selected by masks: *refresh* (accelerations at the current state, with the release test), *trial* (integrate
 a sub-quantum with the seed's constant acceleration, then accelerations at its end: accept or halve) or *event* (a
 trial that crossed a contact or limit is cut at the event time, found from the seed's quadratic, and the slot's solver
-call is the impulse). A quiet quantum takes two slots; the rest are skipped (``lax.cond``; under ``vmap`` they are
-computed and masked). A last forced slot finishes the quantum whatever happened, so every quantum advances exactly dt;
+call is the impulse). A quiet quantum takes two slots, or one when it starts with the accelerations that the last
+quantum's final call found there under the same control ("first same as last", :class:`EventState`); the rest are
+skipped (``lax.cond``; under ``vmap`` they are computed and masked). A last forced slot finishes the quantum whatever happened, so every quantum advances exactly dt;
 the report says when the budget ran out. No ``while_loop``: everything is reverse-differentiable.
 """
 from __future__ import annotations
@@ -52,7 +53,8 @@ class Events(eqx.Module):
                  as (n,) with no limit on joint n
       threshold: halving threshold on the velocity error estimate max_i |a_i' - a_i| h, in m/s (seed §12.2: "e.g. 1")
       max_depth: at most this many halvings of a sub-quantum (static)
-      slots:     solver calls per quantum (static); a quiet quantum uses 2, an impact 2 more, a halving 1-2 more
+      slots:     solver calls per quantum (static); a quiet quantum uses 1 (2 when the control changed), an impact
+                 2 more, a halving 1-2 more
       chatter_count, chatter_window: a constraint released ``chatter_count`` times within about ``chatter_window``
                  quanta stays active (seed §12.2 chattering and scuffing)
     """
@@ -119,6 +121,10 @@ class EventState(eqx.Module):
       stuck:   (n,)   points stuck to an obstacle;  pin (n,2) where,  normal (n,2) the obstacle's normal z
       held:    (n,)   joints held at a limit;       side (n,) +1 at theta^M, -1 at theta^m
       chatter: (2,n)  release counters of the contacts and the limits (seed §12.2 chattering / scuffing)
+
+    and what the last quantum's final solver call found at ``state`` ("first same as last"): accelerations ``a``
+    (n,2), constraint torques ``tau_w`` (n,) and reactions ``R`` (n,2) under ``control``, with the constraints above.
+    ``fresh`` says they are valid; then a next quantum with the same control skips its refresh call.
     """
 
     state: State
@@ -128,6 +134,11 @@ class EventState(eqx.Module):
     held: jax.Array
     side: jax.Array
     chatter: jax.Array
+    a: jax.Array
+    tau_w: jax.Array
+    R: jax.Array
+    control: Control
+    fresh: jax.Array
 
     def __init__(self, state: State, stuck=None, pin=None, normal=None, held=None, side=None, chatter=None):
         n, dt = state.x.shape[-2], state.x.dtype
@@ -139,6 +150,10 @@ class EventState(eqx.Module):
         self.held = jnp.zeros(lead + (n,), bool) if held is None else jnp.asarray(held, bool)
         self.side = jnp.zeros(lead + (n,), dt) if side is None else jnp.asarray(side, dt)
         self.chatter = jnp.zeros(lead + (2, n), dt) if chatter is None else jnp.asarray(chatter, dt)
+        self.a, self.R = jnp.zeros(lead + (n, 2), dt), jnp.zeros(lead + (n, 2), dt)
+        self.tau_w = jnp.zeros(lead + (n,), dt)
+        self.control = Control(tau=jnp.zeros(lead + (n,), dt))
+        self.fresh = jnp.zeros(lead, bool)
 
     @property
     def x(self):
@@ -327,8 +342,6 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
     t0 = es.state.t
     zb, zi = jnp.zeros((n,), bool), jnp.zeros((), jnp.int32)
     report0 = StepReport(zb, zb, zb, zb, zi, zi, zi, zi, jnp.zeros((), bool), jnp.zeros((), dtype))
-    carry0 = dict(es=es, a=jnp.zeros((n, 2), dtype), valid=jnp.zeros((), bool), t=jnp.zeros((), dtype),
-                  level=zi, rep=report0, left=jnp.zeros((2, n), bool))
 
     def solve(es_, x, v, impulse):
         return constrained_dynamics(chain, events, es_, x, v, t0, control, stab, impulse, solver)
@@ -340,6 +353,16 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
                           (es_.stuck & ~rel_c, es_.held & ~rel_l, es_.chatter + jnp.stack([rel_c, rel_l])))
         rep = eqx.tree_at(lambda r: (r.releases, r.limit_releases), rep, (rep.releases | rel_c, rep.limit_releases | rel_l))
         return es_, rep, (rel_c, rel_l)
+
+    # first same as last: with the same control, the accelerations the last quantum found at its end are those at
+    # this start; only the release test has to be redone (the chatter counters have decayed since)
+    hit = es.fresh.astype(bool) & jax.tree_util.tree_reduce(jnp.logical_and, jax.tree_util.tree_map(
+        lambda p, q: jnp.all(p == q), control, es.control))
+    es_rel, rep_rel, (rel_c, rel_l) = release(es, report0, es.R, es.tau_w)
+    released = jnp.any(rel_c) | jnp.any(rel_l)
+    carry0 = dict(es=_where(hit, es_rel, es), a=es.a, tau_w=es.tau_w, R=es.R, valid=hit & ~released,
+                  t=jnp.zeros((), dtype), level=zi, rep=_where(hit, rep_rel, report0),
+                  left=hit & jnp.stack([rel_c, rel_l]))
 
     def cut(c, h):
         """Detect the first event of the sub-quantum [t, t + h] (seed §7, §12.1) and build the state at it, with the
@@ -415,17 +438,9 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
         valid = check & ~released & ~jnp.any(back)
         left = left | (check & jnp.stack([rel_c, rel_l]))
         level = jnp.where(reject, c["level"] + 1, jnp.where(accept, jnp.maximum(c["level"] - 1, 0), c["level"]))
-        a_new = jnp.where(reject, a, a_s)
-        return dict(es=es_new, a=a_new, valid=valid | reject, t=t_new, level=level, rep=rep, left=left)
-
-    def body(c, _):
-        done = c["t"] >= dt
-        return jax.lax.cond(done, lambda c: c, slot, c), None
-
-    # a quiet quantum takes two slots (refresh, trial): run those inline, the rest of the budget only if needed
-    c = slot(slot(carry0))
-    c = jax.lax.cond(c["t"] >= dt, lambda c: c,
-                     lambda c: jax.lax.scan(body, c, None, length=events.slots - 3)[0], c)
+        keep = lambda old, new: jnp.where(reject, old, new)  # noqa: E731
+        return dict(es=es_new, a=keep(a, a_s), tau_w=keep(c["tau_w"], tau_w), R=keep(c["R"], R), valid=valid | reject,
+                    t=t_new, level=level, rep=rep, left=left)
 
     # forced finish of whatever remains, without the error test. Its one solver call is the impulse if an event
     # happens in the remaining time (the rest after the event then drifts with the new velocities, so a newly stuck
@@ -441,10 +456,28 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
         x_f = jnp.where(event, es_event.state.x + (h - s_e) * v_e, x + h * v + 0.5 * h**2 * a)
         v_f = jnp.where(event, v_e, v + h * a)
         rep = eqx.tree_at(lambda r: (r.exhausted, r.substeps), rep, (jnp.ones((), bool), rep.substeps + 1))
-        return dict(c, es=eqx.tree_at(lambda e: e.state, es_call, State(x_f, v_f, t0 + dt)), t=dt, rep=rep)
+        es_f = eqx.tree_at(lambda e: e.state, es_call, State(x_f, v_f, t0 + dt))
+        return dict(c, es=es_f, t=dt, rep=rep, valid=jnp.zeros((), bool))
 
-    c = jax.lax.cond(c["t"] >= dt, lambda c: c, finish, c)
-    es_out = eqx.tree_at(lambda e: e.chatter, c["es"], c["es"].chatter * jnp.exp(-1.0 / events.chatter_window))
+    def body(c, _):
+        return jax.lax.cond(c["t"] >= dt, lambda c: c, slot, c), None
+
+    def rest(c):  # the budget after two slots, and the forced finish
+        c = jax.lax.scan(body, c, None, length=events.slots - 3)[0]
+        return jax.lax.cond(c["t"] >= dt, lambda c: c, finish, c)
+
+    # a quiet quantum takes one slot (the trial) when the start's accelerations are known, else two (refresh, trial);
+    # the rest of the budget runs only when needed
+    def second(c):
+        c = slot(c)
+        return jax.lax.cond(c["t"] >= dt, lambda c: c, rest, c)
+
+    c = slot(carry0)
+    c = jax.lax.cond(c["t"] >= dt, lambda c: c, second, c)
+    u = jax.tree_util.tree_map(lambda p, q: p.astype(q.dtype), control, es.control)
+    es_out = eqx.tree_at(lambda e: (e.chatter, e.a, e.tau_w, e.R, e.control, e.fresh), c["es"],
+                         (c["es"].chatter * jnp.exp(-1.0 / events.chatter_window), c["a"], c["tau_w"], c["R"], u,
+                          c["valid"]))
     return es_out, c["rep"]
 
 

@@ -165,6 +165,33 @@ def test_recursive_and_kkt_event_rollouts_agree(drop):
     np.testing.assert_allclose(traj.state.x, traj_k.state.x, atol=1e-10)
 
 
+def test_first_same_as_last_cache_changes_nothing(drop):
+    """A quantum that starts where the last one ended, under the same control, reuses that quantum's final solver call
+    instead of a refresh (EventState.fresh). Forcing the refresh every quantum must give the same events and the same
+    trajectory, with a control that stays constant for stretches (cache hits) and jumps (misses)."""
+    chain, events, state, _, _ = drop
+    tau = jnp.zeros((1500, chain.n)).at[:, 2].set(jnp.repeat(jnp.array([0.0, 2.0, -1.5, 0.5, 0.0]), 300))
+
+    def run(refresh):
+        def body(e, u):
+            e = eqx.tree_at(lambda e: e.fresh, e, e.fresh & (not refresh))
+            e, rep = dc.event_step(chain, events, e, u, DT)
+            return e, (e, rep)
+        return jax.lax.scan(body, dc.EventState(state), dc.Control(tau=tau))[1]
+
+    (traj, rep), (traj_r, rep_r) = jax.jit(lambda: (run(False), run(True)))()
+    assert np.mean(np.asarray(traj.fresh)) > 0.9, "the cache should be valid after most quanta"
+    assert rep.impacts.sum() >= 3 and rep.limit_hits.sum() >= 1 and rep.limit_releases.sum() >= 1
+    for name in ("impacts", "limit_hits", "releases", "limit_releases", "events", "halvings"):
+        np.testing.assert_array_equal(getattr(rep, name), getattr(rep_r, name), err_msg=name)
+    same = np.concatenate([[False], np.all(np.diff(np.asarray(tau), axis=0) == 0, axis=1)])
+    hit = np.concatenate([[False], np.asarray(traj.fresh)[:-1]]) & same
+    saved, full = np.asarray(rep_r.slots) - np.asarray(rep.slots), np.asarray(rep_r.exhausted)
+    np.testing.assert_array_equal(saved[~full], hit[~full].astype(int))  # one solver call saved on every hit
+    np.testing.assert_allclose(traj.state.x, traj_r.state.x, atol=1e-12)
+    np.testing.assert_allclose(traj.state.v, traj_r.state.v, atol=1e-10)
+
+
 def test_pendulum_stops_at_a_limit_holds_and_releases():
     """Swinging down into theta^m = -0.3: it stops there, is held under gravity, and leaves when driven away."""
     chain = dc.pendulum(1)
