@@ -28,9 +28,9 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from .constraints import _inv, point_projector, rod_terms
-from .forces import external_forces
-from .geometry import _pad_diff, link_angles, link_L, links, perp
+from .constraints import _inv, point_projector_c, rod_terms_c
+from .forces import external_forces, external_forces_c
+from .geometry import _pad_diff, link_L, link_omega_c, links_c
 from .inertia import mass_matrix
 from .model import Chain, Control, State
 
@@ -74,17 +74,16 @@ def active_terms(chain: Chain, state: State, alpha_w, theta_bar=None, stab=None)
     phi_0 = phi_n = 0 (joint 1 against the world; joint n is minus the last link's absolute angle).
     """
     alpha_w = _per_joint(chain, alpha_w, "alpha_w")
-    d, rho, r = links(state.x)
-    dv = state.v[1:] - state.v[:-1]
-    rho_safe = jnp.where(rho > 0, rho, 1.0)
-    omega = jnp.sum(perp(d) * dv, -1) / rho_safe**2
-    eps_dot = jnp.sum(r * dv, -1)
-    kappa = -2.0 * omega * eps_dot / rho_safe
+    dX, dY, _, inv_rho, rx, ry = links_c(state.x[:, 0], state.x[:, 1])  # by components, see links_c
+    dU, dV = state.v[1:, 0] - state.v[:-1, 0], state.v[1:, 1] - state.v[:-1, 1]
+    omega = link_omega_c(rx, ry, inv_rho, dU, dV)
+    eps_dot = rx * dU + ry * dV
+    kappa = -2.0 * omega * eps_dot * inv_rho
     target = alpha_w
     if theta_bar is not None and stab is not None:
-        theta = _pad_diff(link_angles(state.x))
+        theta = _pad_diff(jnp.arctan2(dY, dX))  # the link angles (:func:`diffchain.geometry.link_angles`)
         err = theta - _per_joint(chain, theta_bar, "theta_bar")
-        err = jnp.arctan2(jnp.sin(err), jnp.cos(err))
+        err = err - 2.0 * jnp.pi * jnp.round(err / (2.0 * jnp.pi))  # wrapped to [-pi, pi]
         w = _inv(stab)
         target = target - err * w**2 - 2.0 * _pad_diff(omega) * w
     return target - _pad_diff(kappa)
@@ -130,8 +129,76 @@ def _lock_tolerance(dtype):
     return jnp.sqrt(jnp.finfo(dtype).eps)
 
 
+def _max_abs(*xs):
+    """max |x| over the components xs, pointwise."""
+    out = jnp.abs(xs[0])
+    for x in xs[1:]:
+        out = jnp.maximum(out, jnp.abs(x))
+    return out
+
+
+def _snap(locks, A, bw, p, qw):
+    """Seed §12.2 stiffness: exact zeros for the compliance of a point (A, b^w = p) or a link (q^w, b^w = p) locked by
+    its tail, ``locks`` = (point_locked, link_locked) of :func:`active_backward`. Vectors and matrices by components."""
+    point_locked, link_locked = locks
+    either = point_locked | link_locked
+    A = tuple(jnp.where(point_locked, 0.0, x) for x in A)
+    bw, p = (tuple(jnp.where(either, 0.0, x) for x in v) for v in (bw, p))
+    return A, bw, p, jnp.where(link_locked, 0.0, qw)
+
+
+def _solve(system, k2, k7):
+    """k12..k17: [phi_i; tau^w_{i+1}] = -K^-1 [k2^T F + k3 tau + k4; k7^T F + k8 tau + k9], K = [[k0, k1], [k5, k6]],
+    k11 = -det K, after the degenerate rules (K singular: phi_i = tau^w_{i+1} = 0). ``system`` = (k0, k1, k3, k4, k5,
+    k6, k8, k9, drop1, drop2) of :func:`active_backward`, k2 = (k2_x, k2_y), k7 = (k7_x, k7_y)."""
+    k0, k1, k3, k4, k5, k6, k8, k9, drop1, drop2 = system
+    (k2_x, k2_y), (k7_x, k7_y) = k2, k7
+    # a dropped row: phi_i = 0 (k0 = 1, k1 = k2 = k3 = k4 = 0) or tau^w_{i+1} = 0 (k6 = 1, k5 = k7 = k8 = k9 = 0)
+    k0, k1, k3, k4 = (jnp.where(drop1, v, k) for v, k in ((1.0, k0), (0.0, k1), (0.0, k3), (0.0, k4)))
+    k2_x, k2_y = jnp.where(drop1, 0.0, k2_x), jnp.where(drop1, 0.0, k2_y)
+    k5, k6, k8, k9 = (jnp.where(drop2, v, k) for v, k in ((0.0, k5), (1.0, k6), (0.0, k8), (0.0, k9)))
+    k7_x, k7_y = jnp.where(drop2, 0.0, k7_x), jnp.where(drop2, 0.0, k7_y)
+    k11 = k5 * k1 - k0 * k6
+    ok = k11 != 0
+    inv = jnp.where(ok, 1.0 / jnp.where(ok, k11, 1.0), 0.0)
+    k12_x, k12_y = (k2_x * k6 - k7_x * k1) * inv, (k2_y * k6 - k7_y * k1) * inv
+    k13_x, k13_y = (k7_x * k0 - k2_x * k5) * inv, (k7_y * k0 - k2_y * k5) * inv
+    k14 = (k6 * k3 - k1 * k8) * inv
+    k15 = (k0 * k8 - k5 * k3) * inv
+    k16 = (k4 * k6 - k1 * k9) * inv
+    k17 = (k0 * k9 - k5 * k4) * inv
+    return (k12_x, k12_y), (k13_x, k13_y), k14, k15, k16, k17
+
+
+def _response(system, inv_m, r, L, Fe, P, a0):
+    """Point i's answer to F = F_i^d and tau = tau^w_i from its system (seed §10; before the lock snap):
+        phi_i = k12^T F + k14 tau + k16,   g = k13, h^w = k15, h = k17   (:func:`_solve`, k2 = P r/m, k7 = P L/m),
+        C = r k12^T - L k13^T,  d^w = r k14 + L - L k15,  d = r k16 - L k17,
+        A = P (I - C)/m,  b^w = -P d^w/m,  b = P (F^e - d)/m + a0.
+    Scalars by components (P = (P11, P12, P22) symmetric). Returns ((k12, k14, k16), (g, h^w, h), C, d^w, d, A, b^w,
+    b)."""
+    (r_x, r_y), (L_x, L_y), (Fe_x, Fe_y), (P11, P12, P22), (a0_x, a0_y) = r, L, Fe, P, a0
+    Pr_x, Pr_y = P11 * r_x + P12 * r_y, P12 * r_x + P22 * r_y
+    PL_x, PL_y = P11 * L_x + P12 * L_y, P12 * L_x + P22 * L_y
+    k2, k7 = (Pr_x * inv_m, Pr_y * inv_m), (PL_x * inv_m, PL_y * inv_m)
+    (k12_x, k12_y), (k13_x, k13_y), k14, k15, k16, k17 = _solve(system, k2, k7)
+    C11, C12 = r_x * k12_x - L_x * k13_x, r_x * k12_y - L_x * k13_y
+    C21, C22 = r_y * k12_x - L_y * k13_x, r_y * k12_y - L_y * k13_y
+    dw_x, dw_y = r_x * k14 + L_x - L_x * k15, r_y * k14 + L_y - L_y * k15
+    d_x, d_y = r_x * k16 - L_x * k17, r_y * k16 - L_y * k17
+    A11 = (P11 * (1.0 - C11) - P12 * C21) * inv_m
+    A12 = (P12 * (1.0 - C22) - P11 * C12) * inv_m
+    A21 = (P12 * (1.0 - C11) - P22 * C21) * inv_m
+    A22 = (P22 * (1.0 - C22) - P12 * C12) * inv_m
+    bw_x, bw_y = -(P11 * dw_x + P12 * dw_y) * inv_m, -(P12 * dw_x + P22 * dw_y) * inv_m
+    b_x = (P11 * (Fe_x - d_x) + P12 * (Fe_y - d_y)) * inv_m + a0_x
+    b_y = (P12 * (Fe_x - d_x) + P22 * (Fe_y - d_y)) * inv_m + a0_y
+    return (((k12_x, k12_y), k14, k16), ((k13_x, k13_y), k15, k17), (C11, C12, C21, C22), (dw_x, dw_y), (d_x, d_y),
+            (A11, A12, A21, A22), (bw_x, bw_y), (b_x, b_y))
+
+
 def active_backward(m, r, L, e, Fe, P, a0, act_next, alpha_next, sigma, ell):
-    """Seed §9 step 1 / §10 / §11: the twelve coefficient groups for i = n..1, in projector form.
+    """Seed §9 step 1 / §10 / §11: the coefficient groups for i = n..1, in projector form.
 
     Each point i answers the force F = F_i^d and torque tau = tau_i^w arriving from link i-1 with (seed §9)
         a_i = A_i F + b^w_i tau + b_i,            alpha^o_i = p_i^T F + q^w_i tau + q_i,
@@ -152,95 +219,116 @@ def active_backward(m, r, L, e, Fe, P, a0, act_next, alpha_next, sigma, ell):
     here in consistent units a vs c ell^2). The terminal joint is the rod r_n = L_n = 0 (both rules fire). Pivot
     threshold :func:`_tolerance`; a compliance at round-off level (:func:`_lock_tolerance`) is snapped to exactly 0
     after the step (a locked point acts as guided, seed §12.2), using the symmetry b^w_i = p_i of the compliance.
-    Then k11..k17 and
+    Then k11..k17 (:func:`_solve`) and (:func:`_response`, then the step)
         g = k13, h^w = k15, h = k17;  C = r k12^T - L k13^T,  d^w = r k14 + L - L k15,  d = r k16 - L k17,
         A = P (I - C)/m,  b^w = -P d^w/m,  b = P (F^e - d)/m + a0,
         p = (L^T A' C + L^T b'^w g^T - L^T A)^T,  q^w = L^T A' d^w + L^T b'^w h^w - L^T b^w,
         q = L^T A' d + L^T b'^w h + L^T b' - L^T b.
-    Returns the per-point groups and (k12, k14, k16) for the rod tensions phi_i = k12^T F + k14 tau + k16.
+
+    By components, as :func:`diffchain.recursive.abcd_sweeps_c`: every per-point quantity is an (n,) array, a vector
+    v the pair (v_x, v_y), a matrix M the four (M11, M12, M21, M22) (A and C are not symmetric term by term), the
+    symmetric P the three (P11, P12, P22); so the step has only scalar operations and under ``vmap`` every operation is
+    elementwise on batch-contiguous arrays. Inputs m, r (r_n = 0), L (L_n = 0), e (e_n = 0), F^e, P, a0 and
+    act_next, alpha_next of joint i+1. Returns, per point,
+        groups = (A, b^w, b, p, q^w, q) after the lock snap,  locks = (point_locked, link_locked),
+        systems = (k0, k1, k3, k4, k5, k6, k8, k9, drop1, drop2)   (k2, k7 depend on the point alone),
+    and ``system1``, point 1's system once more, as the scan's final carry (see below).
+
+    XLA computes a value that a step both uses and hands on (its carry) once, any other value once per consumer (CPU
+    fusion); the system and the lock flags have many consumers, so they are carried: the snap of point i+1 is applied
+    when step i reads it, and :func:`active_forward` reads point 1's system from the final carry, which keeps the
+    system in the carry.
     """
-    dt = Fe.dtype
-    tol, tol_lock = _tolerance(dt), _lock_tolerance(dt)
-    I2 = jnp.eye(2, dtype=dt)
+    tol, tol_lock = _tolerance(m.dtype), _lock_tolerance(m.dtype)
+    small = lambda xs, s: _max_abs(*xs) * s <= tol_lock * sigma  # noqa: E731
 
     def step(carry, inp):
-        A1, bw1, b1, p1, qw1, q1 = carry  # the groups of point i+1
-        m_i, r_i, L_i, e_i, Fe_i, P_i, a0_i, act, alpha = inp
-        Pr, PL, PF = P_i @ r_i, P_i @ L_i, P_i @ Fe_i
-        A1r, A1L = A1 @ r_i, A1 @ L_i
-        k0 = -(r_i @ Pr) / m_i - r_i @ A1r
-        k1 = (r_i @ PL) / m_i + r_i @ A1L - r_i @ bw1
-        k2 = Pr / m_i
-        k3 = -(r_i @ PL) / m_i - r_i @ A1L
-        k4 = (r_i @ PF) / m_i + r_i @ a0_i - r_i @ b1 - e_i
-        k5 = p1 @ r_i - L_i @ A1r - (L_i @ Pr) / m_i
-        k6 = -p1 @ L_i + qw1 + L_i @ A1L - L_i @ bw1 + (L_i @ PL) / m_i
-        k7 = PL / m_i
-        k8 = p1 @ L_i - L_i @ A1L - (L_i @ PL) / m_i
-        k9 = q1 - L_i @ b1 + (L_i @ PF) / m_i + L_i @ a0_i - alpha
-        # degenerate rules (seed §11.1 "sytuacje wyjątkowe", §11.2, §12.2)
+        (A1, bw1, b1, p1, qw1, q1), locks1, _ = carry  # point i+1 before its lock snap, its lock flags
+        A1, bw1, p1, qw1 = _snap(locks1, A1, bw1, p1, qw1)
+        (A11_, A12_, A21_, A22_), (bw_x_, bw_y_), (b_x_, b_y_), (p_x_, p_y_), qw_, q_ = A1, bw1, b1, p1, qw1, q1
+        inv_m, r_i, L_i, e_i, Fe_i, P_i, a0_i, act, alpha = inp
+        (r_x, r_y), (L_x, L_y), (Fe_x, Fe_y), (P11_i, P12_i, P22_i), (a0_x, a0_y) = r_i, L_i, Fe_i, P_i, a0_i
+        Pr_x, Pr_y = P11_i * r_x + P12_i * r_y, P12_i * r_x + P22_i * r_y
+        PL_x, PL_y = P11_i * L_x + P12_i * L_y, P12_i * L_x + P22_i * L_y
+        PF_x, PF_y = P11_i * Fe_x + P12_i * Fe_y, P12_i * Fe_x + P22_i * Fe_y
+        A1r_x, A1r_y = A11_ * r_x + A12_ * r_y, A21_ * r_x + A22_ * r_y
+        A1L_x, A1L_y = A11_ * L_x + A12_ * L_y, A21_ * L_x + A22_ * L_y
+        rPr, rPL, rPF = r_x * Pr_x + r_y * Pr_y, r_x * PL_x + r_y * PL_y, r_x * PF_x + r_y * PF_y
+        LPr, LPL, LPF = L_x * Pr_x + L_y * Pr_y, L_x * PL_x + L_y * PL_y, L_x * PF_x + L_y * PF_y
+        rA1r, rA1L = r_x * A1r_x + r_y * A1r_y, r_x * A1L_x + r_y * A1L_y
+        LA1r, LA1L = L_x * A1r_x + L_y * A1r_y, L_x * A1L_x + L_y * A1L_y
+        rbw1, Lbw1 = r_x * bw_x_ + r_y * bw_y_, L_x * bw_x_ + L_y * bw_y_
+        rb1, Lb1 = r_x * b_x_ + r_y * b_y_, L_x * b_x_ + L_y * b_y_
+        ra0, La0 = r_x * a0_x + r_y * a0_y, L_x * a0_x + L_y * a0_y
+        p1r, p1L = p_x_ * r_x + p_y_ * r_y, p_x_ * L_x + p_y_ * L_y
+        k0 = -rPr * inv_m - rA1r
+        k1 = rPL * inv_m + rA1L - rbw1
+        k3 = -rPL * inv_m - rA1L
+        k4 = rPF * inv_m + ra0 - rb1 - e_i
+        k5 = p1r - LA1r - LPr * inv_m
+        k6 = -p1L + qw_ + LA1L - Lbw1 + LPL * inv_m
+        k8 = p1L - LA1L - LPL * inv_m
+        k9 = q_ - Lb1 + LPF * inv_m + La0 - alpha
+        # degenerate rules (seed §11.1 "sytuacje wyjątkowe", §11.2, §12.2), applied by _solve
         a_, c_ = -k0, k6 * ell**2
         zero1 = a_ <= tol * sigma
         zero2 = ~act | (c_ <= tol * sigma)
         parallel = ~zero1 & ~zero2 & (k5 * k1 - k0 * k6 <= tol * a_ * k6)
         drop1 = zero1 | (parallel & (a_ < c_))
         drop2 = zero2 | (parallel & (a_ >= c_))
-        k0, k1, k3, k4 = (jnp.where(drop1, v, k) for v, k in ((1.0, k0), (0.0, k1), (0.0, k3), (0.0, k4)))
-        k2 = jnp.where(drop1, 0.0, k2)
-        k5, k6, k8, k9 = (jnp.where(drop2, v, k) for v, k in ((0.0, k5), (1.0, k6), (0.0, k8), (0.0, k9)))
-        k7 = jnp.where(drop2, 0.0, k7)
-        k11 = k5 * k1 - k0 * k6
-        ok = k11 != 0
-        inv = jnp.where(ok, 1.0 / jnp.where(ok, k11, 1.0), 0.0)
-        k12 = (k2 * k6 - k7 * k1) * inv
-        k13 = (k7 * k0 - k2 * k5) * inv
-        k14 = (k6 * k3 - k1 * k8) * inv
-        k15 = (k0 * k8 - k5 * k3) * inv
-        k16 = (k4 * k6 - k1 * k9) * inv
-        k17 = (k0 * k9 - k5 * k4) * inv
-        g, hw, h = k13, k15, k17
-        C = jnp.outer(r_i, k12) - jnp.outer(L_i, k13)
-        dw = r_i * k14 + L_i - L_i * k15
-        d = r_i * k16 - L_i * k17
-        A = P_i @ (I2 - C) / m_i
-        bw = -(P_i @ dw) / m_i
-        b = P_i @ (Fe_i - d) / m_i + a0_i
-        LA1, Lbw1 = L_i @ A1, L_i @ bw1
-        p = LA1 @ C + Lbw1 * g - L_i @ A
-        qw = LA1 @ dw + Lbw1 * hw - L_i @ bw
-        q = LA1 @ d + Lbw1 * h + L_i @ b1 - L_i @ b
+        system = (k0, k1, k3, k4, k5, k6, k8, k9, drop1, drop2)
+        _, ((g_x, g_y), hw, h), (C11, C12, C21, C22), (dw_x, dw_y), (d_x, d_y), A, bw, b = _response(
+            system, inv_m, r_i, L_i, Fe_i, P_i, a0_i)
+        (A11, A12, A21, A22), (bw_x, bw_y), (b_x, b_y) = A, bw, b
+        LA1_x, LA1_y = L_x * A11_ + L_y * A21_, L_x * A12_ + L_y * A22_  # the row L^T A'
+        p_x = LA1_x * C11 + LA1_y * C21 + Lbw1 * g_x - (L_x * A11 + L_y * A21)
+        p_y = LA1_x * C12 + LA1_y * C22 + Lbw1 * g_y - (L_x * A12 + L_y * A22)
+        qw = LA1_x * dw_x + LA1_y * dw_y + Lbw1 * hw - (L_x * bw_x + L_y * bw_y)
+        q = LA1_x * d_x + LA1_y * d_y + Lbw1 * h + Lb1 - (L_x * b_x + L_y * b_y)
         # seed §12.2 stiffness: [[A, b^w], [p^T, q^w]] is the symmetric PSD compliance of the tail to (F, tau) (so
-        # b^w = p). A point (A ~ 0) or link (q^w ~ 0) locked by the tail gets exact zeros: it then acts as guided,
-        # its round-off is not multiplied by the (possibly large) F_i^d, and the next pivots see an exact 0.
-        small = lambda x, s: jnp.max(jnp.abs(x)) * s <= tol_lock * sigma  # noqa: E731
-        point_locked = small(A, 1.0) & small(bw, ell) & small(p, ell)
-        link_locked = small(qw, ell**2) & small(bw, ell) & small(p, ell)
-        A = jnp.where(point_locked, 0.0, A)
-        bw, p = (jnp.where(point_locked | link_locked, 0.0, x) for x in (bw, p))
-        qw = jnp.where(link_locked, 0.0, qw)
-        return (A, bw, b, p, qw, q), ((A, bw, b, C, dw, d, g, hw, h, p, qw, q), (k12, k14, k16))
+        # b^w = p). A point (A ~ 0) or link (q^w ~ 0) locked by the tail gets exact zeros (:func:`_snap`): it then acts
+        # as guided, its round-off is not multiplied by the (possibly large) F_i^d, and the next pivots see an exact 0.
+        point_locked = small(A, 1.0) & small(bw, ell) & small((p_x, p_y), ell)
+        link_locked = small((qw,), ell**2) & small(bw, ell) & small((p_x, p_y), ell)
+        locks = (point_locked, link_locked)
+        A_s, bw_s, p_s, qw_s = _snap(locks, A, bw, (p_x, p_y), qw)
+        return ((A, bw, b, (p_x, p_y), qw, q), locks, system), ((A_s, bw_s, b, p_s, qw_s, q), locks, system)
 
-    z2, z = jnp.zeros((2,), dt), jnp.zeros((), dt)
-    init = (jnp.zeros((2, 2), dt), z2, z2, z2, z, z)
-    _, out = jax.lax.scan(step, init, (m, r, L, e, Fe, P, a0, act_next, alpha_next), reverse=True)
-    return out
+    z, no = jnp.zeros((), m.dtype), jnp.zeros((), bool)
+    init = (((z,) * 4, (z, z), (z, z), (z, z), z, z), (no, no), (z,) * 8 + (no, no))
+    inputs = (1.0 / m, r, L, e, Fe, P, a0, act_next, alpha_next)
+    (_, _, system1), (groups, locks, systems) = jax.lax.scan(step, init, inputs, reverse=True)
+    return groups, locks, systems, system1
 
 
-def active_forward(groups, tensions, tau1):
-    """Seed §9 steps 2–3: F_1^d = 0, tau_1^w = tau1; F_{i+1}^d = f_i, tau_{i+1}^w = g_i; a_i = A_i F + b^w_i tau + b_i.
+def active_forward(locks, systems, system1, m, r, L, Fe, P, a0, tau1):
+    """Seed §9 steps 2–3: F_1^d = 0, tau_1^w = tau1, then for i = 1..n (F = F_i^d, tau = tau^w_i)
+        a_i = A_i F + b^w_i tau + b_i,   phi_i = k12^T F + k14 tau + k16,   tau^w_{i+1} = g_i^T F + h^w_i tau + h_i,
+        F_{i+1}^d = C_i F + d^w_i tau + d_i = r_i phi_i + L_i (tau - tau^w_{i+1}),
+    with the point's groups rebuilt from its system and lock flags (:func:`_response`, :func:`_snap`; cheaper than
+    storing them). Inputs by components as for :func:`active_backward`, with its locks, systems and system1 (point 1's
+    system, taken from there). Returns a = (a_x, a_y), tau^w (n,) and the rod tensions phi (n,) (the last one is 0)."""
 
-    Returns a (n,2), the constraint torques tau^w (n,) and the rod tensions phi (n,) (the last one is 0)."""
-    A, bw, b, C, dw, d, g, hw, h, _, _, _ = groups
+    def step(carry, inp):
+        F_x, F_y, tau = carry  # F_i^d, tau_i^w
+        locks_i, system, inv_m, r_i, L_i, Fe_i, P_i, a0_i = inp
+        ((k12_x, k12_y), k14, k16), ((g_x, g_y), hw, h), _, _, _, A, bw, (b_x, b_y) = _response(
+            system, inv_m, r_i, L_i, Fe_i, P_i, a0_i)
+        (A11, A12, A21, A22), (bw_x, bw_y), _, _ = _snap(locks_i, A, bw, (), 0.0)
+        a_x = A11 * F_x + A12 * F_y + bw_x * tau + b_x
+        a_y = A21 * F_x + A22 * F_y + bw_y * tau + b_y
+        phi = k12_x * F_x + k12_y * F_y + k14 * tau + k16
+        tau_next = g_x * F_x + g_y * F_y + hw * tau + h
+        (r_x, r_y), (L_x, L_y) = r_i, L_i
+        return (r_x * phi + L_x * (tau - tau_next), r_y * phi + L_y * (tau - tau_next), tau_next), (a_x, a_y, tau, phi)
 
-    def step(carry, c):
-        F, tau = carry
-        A_i, bw_i, b_i, C_i, dw_i, d_i, g_i, hw_i, h_i, k12, k14, k16 = c
-        out = (A_i @ F + bw_i * tau + b_i, tau, k12 @ F + k14 * tau + k16)
-        return (C_i @ F + dw_i * tau + d_i, g_i @ F + hw_i * tau + h_i), out
-
-    init = (jnp.zeros_like(b[0]), tau1)
-    _, (a, tau, phi) = jax.lax.scan(step, init, (A, bw, b, C, dw, d, g, hw, h) + tuple(tensions))
-    return a, tau, phi
+    inputs = (locks, systems, 1.0 / m, r, L, Fe, P, a0)
+    first = (jax.tree.map(lambda x: x[0], locks), system1) + jax.tree.map(lambda x: x[0], inputs[2:])
+    z = jnp.zeros_like(tau1)
+    carry, out1 = step((z, z, tau1), first)
+    _, out = jax.lax.scan(step, carry, jax.tree.map(lambda x: x[1:], inputs))
+    a_x, a_y, tau, phi = (jnp.concatenate([o1[None], o]) for o1, o in zip(out1, out))
+    return (a_x, a_y), tau, phi
 
 
 def root_torque(active1, alpha1, p1, qw1, q1, sigma, ell):
@@ -266,21 +354,23 @@ def active_dynamics_recursive(chain: Chain, state: State, control: Control, acti
                                   "the Part II recursion; use active_dynamics_kkt")
     n, dt = chain.n, chain.m.dtype
     active = _active_mask(chain, active)
-    r, e = rod_terms(chain, state, stab)
-    P, a0 = point_projector(chain, state, control.a_w, stab)
-    Fe = external_forces(chain, state, control)
+    X, Y, U, V = state.x[:, 0], state.x[:, 1], state.v[:, 0], state.v[:, 1]
+    rx, ry, e = rod_terms_c(chain, X, Y, U, V, stab)
+    _, _, _, inv_rho, _, _ = links_c(X, Y)
+    pad = lambda q: jnp.concatenate([q, jnp.zeros((1,), q.dtype)])  # noqa: E731  terminal joint: r_n = L_n = 0
+    r, L = (pad(rx), pad(ry)), (pad(-ry * inv_rho), pad(rx * inv_rho))  # L = r^* / rho (diffchain.geometry.link_L)
+    Fe = external_forces_c(chain, X, Y, U, V, control)
+    P11, P12, P22, a0x, a0y = point_projector_c(chain, X, Y, U, V, control.a_w, stab)
+    P, a0 = (P11, P12, P22), (a0x, a0y)
     alpha = active_terms(chain, state, alpha_w, theta_bar, stab)
-    pad = lambda x: jnp.concatenate([x, jnp.zeros((1,) + x.shape[1:], x.dtype)])  # noqa: E731  terminal: r_n = 0
-    L = link_L(state.x)
     sigma = jnp.max(1.0 / chain.m)
     ell = jnp.min(chain.l) if n > 1 else jnp.ones((), dt)
-    act_next = jnp.concatenate([active[1:], jnp.zeros((1,), bool)])
-    alpha_next = pad(alpha[1:])
-    groups, tensions = active_backward(chain.m, pad(r), pad(L), pad(e), Fe, P, a0, act_next, alpha_next, sigma, ell)
-    p, qw, q = groups[9:]
-    tau1 = root_torque(active[0], alpha[0], p[0], qw[0], q[0], sigma, ell)
-    a, tau, phi = active_forward(groups, tensions, tau1)
-    return a, phi[:-1], jnp.where(active, tau, 0.0)
+    groups, locks, systems, system1 = active_backward(chain.m, r, L, pad(e), Fe, P, a0, pad(active[1:]),
+                                                      pad(alpha[1:]), sigma, ell)
+    _, _, _, (p_x, p_y), qw, q = groups
+    tau1 = root_torque(active[0], alpha[0], (p_x[0], p_y[0]), qw[0], q[0], sigma, ell)
+    (a_x, a_y), tau, phi = active_forward(locks, systems, system1, chain.m, r, L, Fe, P, a0, tau1)
+    return jnp.stack([a_x, a_y], -1), phi[:-1], jnp.where(active, tau, 0.0)
 
 
 class ActiveSolver(eqx.Module):

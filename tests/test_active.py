@@ -293,8 +293,7 @@ def test_compliance_is_symmetric(problem, seed):
     rng = np.random.default_rng(seed)
     n = chain.n
     active = choose_active(chain, state, control, rng)
-    groups = coefficient_groups(chain, state, control, active, rng.normal(size=n))
-    A, bw, p, qw = (np.asarray(groups[k]) for k in (0, 1, 9, 10))
+    A, bw, p, qw = (np.asarray(x) for x in coefficient_groups(chain, state, control, active, rng.normal(size=n)))
     scale = max(np.abs(A).max() * np.max(chain.l), np.abs(p).max(), 1e-300)
     assert np.abs(bw - p).max() <= 1e-12 * scale, desc
     assert np.abs(A - np.swapaxes(A, 1, 2)).max() <= 1e-12 * np.abs(A).max(), desc
@@ -303,14 +302,19 @@ def test_compliance_is_symmetric(problem, seed):
 
 @jax.jit
 def coefficient_groups(chain, state, control, active, alpha_w):
-    from diffchain.constraints import point_projector, rod_terms
+    """A_i (n,2,2), b^w_i (n,2), p_i (n,2), q^w_i (n,) of the recursion (:func:`diffchain.active.active_backward`)."""
+    from diffchain.constraints import point_projector_c, rod_terms_c
 
-    r, e = rod_terms(chain, state)
-    P, a0 = point_projector(chain, state, control.a_w)
+    X, Y, U, V = state.x[:, 0], state.x[:, 1], state.v[:, 0], state.v[:, 1]
+    rx, ry, e = rod_terms_c(chain, X, Y, U, V)
+    P11, P12, P22, a0x, a0y = point_projector_c(chain, X, Y, U, V, control.a_w)
+    L = act.link_L(state.x)
     alpha = act.active_terms(chain, state, alpha_w)
-    pad = lambda x: jnp.concatenate([x, jnp.zeros((1,) + x.shape[1:], x.dtype)])  # noqa: E731
-    act_next = jnp.concatenate([active[1:], jnp.zeros((1,), bool)])
-    groups, _ = act.active_backward(chain.m, pad(r), pad(act.link_L(state.x)), pad(e),
-                                    dc.forces.external_forces(chain, state, control), P, a0, act_next, pad(alpha[1:]),
-                                    jnp.max(1.0 / chain.m), jnp.min(chain.l))
-    return groups
+    pad = lambda x: jnp.concatenate([x, jnp.zeros((1,), x.dtype)])  # noqa: E731
+    Fe = dc.forces.external_forces(chain, state, control)
+    (A, bw, _, p, qw, _), _, _, _ = act.active_backward(
+        chain.m, (pad(rx), pad(ry)), (pad(L[:, 0]), pad(L[:, 1])), pad(e), (Fe[:, 0], Fe[:, 1]), (P11, P12, P22),
+        (a0x, a0y), pad(active[1:]), pad(alpha[1:]), jnp.max(1.0 / chain.m), jnp.min(chain.l))
+    A11, A12, A21, A22 = A
+    A = jnp.stack([jnp.stack([A11, A12], -1), jnp.stack([A21, A22], -1)], -2)
+    return A, jnp.stack(bw, -1), jnp.stack(p, -1), qw
