@@ -30,7 +30,7 @@ import jax.numpy as jnp
 
 from .constraints import _inv, point_projector_c, rod_terms_c
 from .forces import external_forces, external_forces_c
-from .geometry import _pad_diff, link_L, link_omega_c, links_c
+from .geometry import _pad_diff, link_L, link_omega_c, links_c, wrap_angle
 from .inertia import mass_matrix
 from .model import Chain, Control, State
 
@@ -83,7 +83,7 @@ def active_terms(chain: Chain, state: State, alpha_w, theta_bar=None, stab=None)
     if theta_bar is not None and stab is not None:
         theta = _pad_diff(jnp.arctan2(dY, dX))  # the link angles (:func:`diffchain.geometry.link_angles`)
         err = theta - _per_joint(chain, theta_bar, "theta_bar")
-        err = err - 2.0 * jnp.pi * jnp.round(err / (2.0 * jnp.pi))  # wrapped to [-pi, pi]
+        err = wrap_angle(err)
         w = _inv(stab)
         target = target - err * w**2 - 2.0 * _pad_diff(omega) * w
     return target - _pad_diff(kappa)

@@ -37,7 +37,7 @@ import numpy as np
 
 from .active import ActiveRecursive, ActiveSolver
 from .forces import external_forces, torque_forces
-from .geometry import _pad_diff, joint_accelerations, joint_velocities, link_angles, links
+from .geometry import _pad_diff, joint_accelerations, joint_velocities, link_angles, links, wrap_angle
 from .inertia import mass_matrix
 from .model import Chain, Control, State, _concrete, _require
 
@@ -190,6 +190,14 @@ class StepReport(eqx.Module):
     error: jax.Array
 
 
+def _cache(es):  # the fields of EventState filled by the last quantum's final solver call
+    return es.a, es.tau_w, es.R, es.control, es.fresh
+
+
+def _none(x):
+    return x is None
+
+
 def _where(c, x, y):
     return jax.tree_util.tree_map(lambda a, b: jnp.where(c, a, b), x, y)
 
@@ -264,12 +272,13 @@ def first_crossing(g0, g1, g2, g_end, h, exact):
 
 def _angles(x, theta_ref=None):
     """Joint angles of all n joints (theta_n = -phi_{n-1}); unwrapped to within pi of ``theta_ref``."""
-    theta = _pad_diff(link_angles(x)) if x.shape[0] > 1 else jnp.zeros(x.shape[:1], x.dtype)
-    theta = jnp.arctan2(jnp.sin(theta), jnp.cos(theta))
-    if theta_ref is None:
-        return theta
-    d = theta - theta_ref
-    return theta_ref + jnp.arctan2(jnp.sin(d), jnp.cos(d))
+    theta = wrap_angle(_pad_diff(link_angles(x))) if x.shape[0] > 1 else jnp.zeros(x.shape[:1], x.dtype)
+    return theta if theta_ref is None else theta_ref + wrap_angle(theta - theta_ref)
+
+
+def _slack(z, z0, x):
+    """z_k^T (x_i - z0_k) for every point i and line k, (n, K), elementwise (no dot kernels)."""
+    return x[:, :1] * z[:, 0] + x[:, 1:] * z[:, 1] - (z0[:, 0] * z[:, 0] + z0[:, 1] * z[:, 1])
 
 
 def detect(chain: Chain, events: Events, es: EventState, x, v, a, h):
@@ -283,10 +292,8 @@ def detect(chain: Chain, events: Events, es: EventState, x, v, a, h):
     free = events.contact & ~chain.guided & ~es.stuck
     if events.z.shape[0]:
         z, z0 = events.z, events.z0
-        g0 = jnp.einsum("kj,nj->nk", z, x) - jnp.sum(z * z0, -1)
-        g1 = jnp.einsum("kj,nj->nk", z, v)
-        g2 = jnp.einsum("kj,nj->nk", z, a)
-        g_end = jnp.einsum("kj,nj->nk", z, x1) - jnp.sum(z * z0, -1)
+        g0, g_end = _slack(z, z0, x), _slack(z, z0, x1)
+        g1, g2 = _slack(z, 0.0 * z0, v), _slack(z, 0.0 * z0, a)
         hit = free[:, None] & (g_end < 0)
         s = jnp.where(hit, first_crossing(g0, g1, g2, g_end, h, True), h)
         k = jnp.argmin(s, axis=1)
@@ -346,9 +353,10 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
     def solve(es_, x, v, impulse):
         return constrained_dynamics(chain, events, es_, x, v, t0, control, stab, impulse, solver)
 
-    def release(es_, rep, R, tau_w):
-        """Switch off the constraints that pass the release test; count the releases (chatter counters)."""
-        rel_c, rel_l = _release_tests(chain, events, es_, R, tau_w)
+    def release(es_, rep, R, tau_w, gate):
+        """Where ``gate``, switch off the constraints that pass the release test; count the releases (chatter
+        counters)."""
+        rel_c, rel_l = (rel & gate for rel in _release_tests(chain, events, es_, R, tau_w))
         es_ = eqx.tree_at(lambda e: (e.stuck, e.held, e.chatter), es_,
                           (es_.stuck & ~rel_c, es_.held & ~rel_l, es_.chatter + jnp.stack([rel_c, rel_l])))
         rep = eqx.tree_at(lambda r: (r.releases, r.limit_releases), rep, (rep.releases | rel_c, rep.limit_releases | rel_l))
@@ -358,11 +366,11 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
     # this start; only the release test has to be redone (the chatter counters have decayed since)
     hit = es.fresh.astype(bool) & jax.tree_util.tree_reduce(jnp.logical_and, jax.tree_util.tree_map(
         lambda p, q: jnp.all(p == q), control, es.control))
-    es_rel, rep_rel, (rel_c, rel_l) = release(es, report0, es.R, es.tau_w)
+    # the slots carry the event masks only; the cache fields are set again at the end
+    es_rel, rep0, (rel_c, rel_l) = release(eqx.tree_at(_cache, es, (None,) * 5), report0, es.R, es.tau_w, hit)
     released = jnp.any(rel_c) | jnp.any(rel_l)
-    carry0 = dict(es=_where(hit, es_rel, es), a=es.a, tau_w=es.tau_w, R=es.R, valid=hit & ~released,
-                  t=jnp.zeros((), dtype), level=zi, rep=_where(hit, rep_rel, report0),
-                  left=hit & jnp.stack([rel_c, rel_l]))
+    carry0 = dict(es=es_rel, a=es.a, tau_w=es.tau_w, R=es.R, valid=hit & ~released, t=jnp.zeros((), dtype),
+                  level=zi, rep=rep0, left=jnp.stack([rel_c, rel_l]))
 
     def cut(c, h):
         """Detect the first event of the sub-quantum [t, t + h] (seed §7, §12.1) and build the state at it, with the
@@ -381,9 +389,10 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
         # a constraint hit again in the quantum that released it is the seed's scuffing loop: lock it at once
         again = jnp.stack([new_c, new_l]) & c["left"]
         chatter = jnp.where(again, jnp.maximum(es_.chatter, jnp.e * events.chatter_count), es_.chatter)
-        es_event = EventState(State(xe, ve, t0 + t + s_e), es_.stuck | new_c,
-                              jnp.where(new_c[:, None], proj, es_.pin), jnp.where(new_c[:, None], zk, es_.normal),
-                              es_.held | new_l, jnp.where(new_l, side, es_.side), chatter)
+        es_event = eqx.tree_at(lambda e: (e.state, e.stuck, e.pin, e.normal, e.held, e.side, e.chatter), es_,
+                               (State(xe, ve, t0 + t + s_e), es_.stuck | new_c,
+                                jnp.where(new_c[:, None], proj, es_.pin), jnp.where(new_c[:, None], zk, es_.normal),
+                                es_.held | new_l, jnp.where(new_l, side, es_.side), chatter))
         rep = c["rep"]
         rep = eqx.tree_at(lambda r: (r.impacts, r.limit_hits, r.events, r.slots), rep,
                           (rep.impacts | (event & new_c), rep.limit_hits | (event & new_l), rep.events + event,
@@ -417,11 +426,9 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
         es_new = _where(event, es_imp, _where(accept, es_acc, es_))
         t_new = jnp.where(event, t + s_e, jnp.where(accept, jnp.where(h >= remaining, dt, t + h), t))
         # refresh or accepted trial: a_s are the accelerations at the new state; test releases there
-        es_rel, rep_rel, (rel_c, rel_l) = release(es_new, rep, R, tau_w)
-        released = jnp.any(rel_c) | jnp.any(rel_l)
         check = ~event & ~reject
-        es_new = _where(check, es_rel, es_new)
-        rep = _where(check, rep_rel, rep)
+        es_new, rep, (rel_c, rel_l) = release(es_new, rep, R, tau_w, check)
+        released = jnp.any(rel_c) | jnp.any(rel_l)
         # scuffing (seed §12.2, Fig. 4): a constraint released by an earlier slot of this quantum whose free motion
         # (this refresh, computed without it) heads straight back into the obstacle or limit is switched on again and
         # locked for chatter_window quanta
@@ -436,7 +443,7 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
         es_new = eqx.tree_at(lambda e: (e.stuck, e.held, e.chatter), es_new,
                              (es_new.stuck | back[0], es_new.held | back[1], jnp.maximum(es_new.chatter, lock)))
         valid = check & ~released & ~jnp.any(back)
-        left = left | (check & jnp.stack([rel_c, rel_l]))
+        left = left | jnp.stack([rel_c, rel_l])
         level = jnp.where(reject, c["level"] + 1, jnp.where(accept, jnp.maximum(c["level"] - 1, 0), c["level"]))
         keep = lambda old, new: jnp.where(reject, old, new)  # noqa: E731
         return dict(es=es_new, a=keep(a, a_s), tau_w=keep(c["tau_w"], tau_w), R=keep(c["R"], R), valid=valid | reject,
@@ -475,9 +482,8 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
     c = slot(carry0)
     c = jax.lax.cond(c["t"] >= dt, lambda c: c, second, c)
     u = jax.tree_util.tree_map(lambda p, q: p.astype(q.dtype), control, es.control)
-    es_out = eqx.tree_at(lambda e: (e.chatter, e.a, e.tau_w, e.R, e.control, e.fresh), c["es"],
-                         (c["es"].chatter * jnp.exp(-1.0 / events.chatter_window), c["a"], c["tau_w"], c["R"], u,
-                          c["valid"]))
+    es_out = eqx.tree_at(_cache, c["es"], (c["a"], c["tau_w"], c["R"], u, c["valid"]), is_leaf=_none)
+    es_out = eqx.tree_at(lambda e: e.chatter, es_out, es_out.chatter * jnp.exp(-1.0 / events.chatter_window))
     return es_out, c["rep"]
 
 
@@ -492,7 +498,7 @@ def check_event_state(chain: Chain, events: Events, es: EventState, tol: float =
     state = check_state(chain, es.state, tol)
     scale = jnp.max(chain.l, initial=1.0)
     free = events.contact & ~chain.guided & ~es.stuck
-    depth = jnp.einsum("kj,nj->nk", events.z, state.x) - jnp.sum(events.z * events.z0, -1)
+    depth = _slack(events.z, events.z0, state.x)
     below = jnp.any(free[:, None] & (depth < -tol * scale))
     theta = _angles(state.x)
     out = ~es.held & ((jnp.isfinite(events.theta_max) & (theta > _finite(events.theta_max) + tol))

@@ -61,6 +61,11 @@ def _pad_diff(w):
     return jnp.concatenate([w, z]) - jnp.concatenate([z, w])
 
 
+def wrap_angle(a):
+    """a wrapped to [-pi, pi] (exactly, without the round trip through sin and cos)."""
+    return a - 2.0 * jnp.pi * jnp.round(a / (2.0 * jnp.pi))
+
+
 def link_angles(x):
     """Absolute link angles phi_k (n-1,), counter-clockwise from +x."""
     d = x[1:] - x[:-1]
