@@ -14,7 +14,7 @@ Sections (all measured in the same run):
   kkt      ``solver=ActiveKKT()`` vs the default ``ActiveRecursive()`` (5-link chain, single), for information;
   profile  where the single-chain time goes: a ladder of rollouts that adds the pieces of a quiet event quantum one at
            a time (Part I ``Recursive`` step -> Part II ``active_dynamics_recursive`` step ->
-           ``events.constrained_dynamics`` -> + ``events.detect`` -> two solver calls per quantum -> ``event_rollout``),
+           ``events.constrained_dynamics`` -> + ``events.detect`` -> a quiet quantum's one slot -> ``event_rollout``),
            and the number of XLA kernels one call of each piece executes.
 
 Method (as experiments/bench.py): every timed function is jitted and compiled first (``jit(f).lower().compile()``),
@@ -385,7 +385,7 @@ def section_single():
           "column above, its final state equals the timed rollout's to "
           f"{max(max(r['active']['same_final'], r['quiet']['same_final']) for r in res.values()):.0e} m): "
           "impacts = points that stuck, limit hits = joints that reached a limit, releases = contacts + limits "
-          "released, event cuts = impulse slots, slots/quantum = solver calls per quantum (2 in a quiet quantum), "
+          "released, event cuts = impulse slots, slots/quantum = solver calls per quantum (1 in a quiet quantum, 2 after a control change), "
           "exhausted = quanta that hit the forced finish; the last two columns count the quanta after which some "
           "point is stuck / some joint is held (then the slots' solver calls carry those constraints).\n")
     R.add(md_table(["links k", "n", "case"] + TOT_HEAD, rows_t))
@@ -648,8 +648,9 @@ def ladder_fns(T, stab_factor=5.0):
       part2:   the same step with ``active_dynamics_recursive`` (Part II; no joint held) as the solver;
       cd:      the same step with ``events.constrained_dynamics`` (Part II + masks, PD/impulse inputs, reactions R);
       cd_det:  cd + ``events.detect`` on the quantum (its result kept alive);
-      two:     a quiet quantum without the bookkeeping: slot 1 (refresh) = detect + constrained at the start, slot 2
-               (trial) = detect + the quantum integrated + constrained at its end, the error estimate kept alive.
+      one:     a quiet quantum without the bookkeeping: its one slot (the trial) = detect with the accelerations the
+               last quantum left in the EventState, the quantum integrated, constrained at its end (stored for the
+               next quantum), the error estimate kept alive.
     """
     stab = stab_factor * DT
     z = jnp.zeros((), bool)
@@ -664,7 +665,10 @@ def ladder_fns(T, stab_factor=5.0):
         def f(chain, events, es):
             def step(e, _):
                 u = dc.Control(n=chain.n, dtype=F64)
-                return eqx.tree_at(lambda x: x.state, e, body(chain, events, e, e.state, u)), None
+                out = body(chain, events, e, e.state, u)
+                if isinstance(out, tuple):  # (state, accelerations for the next quantum)
+                    return eqx.tree_at(lambda x: (x.state, x.a), e, out), None
+                return eqx.tree_at(lambda x: x.state, e, out), None
             final, _ = jax.lax.scan(step, es, None, length=T)
             return final
         return f
@@ -685,17 +689,15 @@ def ladder_fns(T, stab_factor=5.0):
         (s_c, _, _), (s_l, _, _) = dce.detect(chain, events, es, s.x, s.v, a, DT)
         return keep(_seed_quantum(s, a, DT), tau, Rf, s_c, s_l)
 
-    def two(chain, events, es, s, u):  # as the two slots of a quiet quantum: each runs detect and one solver call
-        (s_c0, _, _), (s_l0, _, _) = dce.detect(chain, events, es, s.x, s.v, jnp.zeros_like(s.x), DT)
-        a, tau, Rf = cd(chain, events, es, s, u)
-        (s_c, _, _), (s_l, _, _) = dce.detect(chain, events, es, s.x, s.v, a, DT)
-        s1 = _seed_quantum(s, a, DT)
+    def one(chain, events, es, s, u):  # a quiet quantum's one slot: detect, the quantum, one solver call at its end
+        (s_c, _, _), (s_l, _, _) = dce.detect(chain, events, es, s.x, s.v, es.a, DT)
+        s1 = _seed_quantum(s, es.a, DT)
         a1, tau1, R1 = cd(chain, events, es, s1, u)
-        err = jnp.max(jnp.linalg.norm(a1 - a, axis=-1)) * DT
-        return keep(s1, tau, Rf, s_c0, s_l0, s_c, s_l, tau1, R1, err)
+        err = jnp.max(jnp.linalg.norm(a1 - es.a, axis=-1)) * DT
+        return keep(s1, s_c, s_l, tau1, R1, err), a1
 
     return {name: rollout_of(b) for name, b in (("part1", part1), ("part2", part2), ("cd", cdq), ("cd_det", cd_det),
-                                                 ("two", two))}
+                                                 ("one", one))}
 
 
 def section_profile(single):
@@ -709,9 +711,9 @@ def section_profile(single):
           "`events.constrained_dynamics` (the solver call each slot makes: masks, PD/impulse inputs, the solver, the "
           "reactions R; in the measured tree, with no joint held, its solver is "
           + ("the Part I recursion via `ActiveSolver.part_one` inside a `lax.cond`" if PART_ONE else
-             "the Part II recursion") + "); *+ detect* = plus `events.detect`; *2 calls* = a quiet quantum without its bookkeeping (two "
-          "slots of detect + one constrained call each: refresh at the start, trial at the end of the integrated "
-          "quantum, error estimate); *event_rollout* on the quiet start (section 1's compiled function). All rollouts of a "
+             "the Part II recursion") + "); *+ detect* = plus `events.detect`; *1 slot* = a quiet quantum without its bookkeeping (its one "
+          "slot: detect with the accelerations cached by the last quantum, the quantum integrated, one constrained "
+          "call at its end, error estimate); *event_rollout* on the quiet start (section 1's compiled function). All rollouts of a "
           "size timed round-robin; the table gives the **minimum** over the rounds (the least disturbed sample) and "
           "the paired median ratio to Part I in brackets. *kernels*: approximate number of XLA CPU kernels one call "
           "executes (`kernel_count` on the compiled HLO: fusions, dots, copies, ..., loop bodies weighted by their "
@@ -748,9 +750,9 @@ def section_profile(single):
         log(f"  k={k:2d} min per quantum: " + ", ".join(f"{nm} {fmt_t(r[nm])}" for nm in cases)
             + "; paired median / part1: " + ", ".join(f"{nm} {r['ratio'][nm]:.1f}x" for nm in cases)
             + f"; kernels {kern}")
-        book = r["ev8"] - r["two"]
+        book = r["ev8"] - r["one"]
         rows.append([k, n] + [f"{fmt_t(r[nm])} ({r['ratio'][nm]:.1f}×)" for nm in
-                              ("part1", "part2", "cd", "cd_det", "two", "ev8")]
+                              ("part1", "part2", "cd", "cd_det", "one", "ev8")]
                     + [f"{fmt_t(book)} ({book / r['ev8'] * 100:.0f} %)"])
         fk = lambda x: "–" if x is None else f"{x:.0f}"  # noqa: E731
         krows.append([k, n, fk(kern["part1"]), fk(kern["part2"]),
@@ -767,8 +769,8 @@ def section_profile(single):
     log("  plain step per quantum around the 512-byte threshold: "
         + ", ".join(f"n={n_}: {fmt_t(t_)}" for n_, t_ in thr.items()))
     R.add(md_table(["links k", "n", "Part I (plain step)", "Part II step", "+ masks/reactions", "+ detect",
-                    "2 calls (quiet quantum w/o bookkeeping)", "event_rollout (slots 8)",
-                    "bookkeeping = event slots 8 − 2 calls (share)"], rows))
+                    "1 slot (quiet quantum w/o bookkeeping)", "event_rollout (slots 8)",
+                    "bookkeeping = event slots 8 − 1 slot (share)"], rows))
     R.add("\nKernels executed per call (approximate). On 2-vectors a kernel is a handful of flops, so the time follows "
           "the number of kernels and loop iterations, not the arithmetic:\n")
     R.add(md_table(["links k", "n", "Part I call", "Part II call", "Part II / Part I",
@@ -806,12 +808,15 @@ def reading(single, budget, batched, kkt, prof):
             lo, hi = fmt.format(min(xs)), fmt.format(max(xs))
             return lo if lo == hi else f"{lo}–{hi}"
 
+        slots_span = span([float(res[k]["active"]["tot"]["slots_mean"]) for k in ks if "tot" in res[k]["active"]],
+                          "{:.2f}")
+
         parts.append(
             f"Single chain{' (pinned to one core)' if PINNED else ''}: an event quantum costs {span(act)}× a plain "
             f"SeedQuantum/Recursive step on the drops (n = {span([k + 1 for k in ks], '{}')}; ratio of the minima "
             f"{span(act_m)}×) and {span(qui)}× (minima {span(qui_m)}×) when nothing happens, so the issue's floor "
-            f"(≤ 3× for the single chain) is {verdict} Events themselves are rare in time (≈ 2.0–2.1 slots per "
-            f"quantum even on the drops: a handful of impact/limit quanta among the {ARGS.steps})")
+            f"(≤ 3× for the single chain) is {verdict} Events themselves are rare in time ({slots_span} slots per "
+            f"quantum on the drops: a handful of impact/limit quanta among the {ARGS.steps})")
         if kb in res and "tot" in res[kb]["active"]:
             a, q = res[kb]["active"], res[kb]["quiet"]
             held, stuck = int(a["tot"]["held_quanta"]), int(a["tot"]["stuck_quanta"])
@@ -839,14 +844,14 @@ def reading(single, budget, batched, kkt, prof):
     if prof and kb in prof:
         p = prof[kb]
         pr = p["ratio"]
-        share = (1 - p["two"] / p["ev8"]) * 100
+        share = (1 - p["one"] / p["ev8"]) * 100
         parts.append(
             f"The ladder of section 5 (n = {kb + 1}, paired ratios to the plain step): a step with the Part II "
             f"recursion as its solver costs {pr['part2']:.1f}×; a step with `constrained_dynamics`, the call each slot "
             f"makes, {pr['cd']:.1f}×"
             + (" (with no joint held it runs the Part I recursion, `part_one`)" if PART_ONE else "")
-            + f"; + `detect` {pr['cd_det']:.1f}×; the two slots of a quiet quantum (refresh + trial: two solver "
-            f"calls, two detects) {pr['two']:.1f}×; the full `event_rollout` {pr['ev8']:.1f}×, so the slot "
+            + f"; + `detect` {pr['cd_det']:.1f}×; the one slot of a quiet quantum (one detect, one solver "
+            f"call) {pr['one']:.1f}×; the full `event_rollout` {pr['ev8']:.1f}×, so the slot "
             "bookkeeping (the `lax.scan` over the slots, the conds, the selects and `tree_at`s of the slot body, "
             f"release and scuffing tests, the report) is {share:.0f} % of the event quantum.")
         big = max(PROFILE_SIZES)
@@ -854,8 +859,8 @@ def reading(single, budget, batched, kkt, prof):
             q = prof[big]
             parts.append(
                 f"At n = {big + 1}: Part II step {q['ratio']['part2']:.1f}×, constrained {q['ratio']['cd']:.1f}×, "
-                f"2 calls {q['ratio']['two']:.1f}×, event {q['ratio']['ev8']:.1f}× (bookkeeping "
-                f"{(1 - q['two'] / q['ev8']) * 100:.0f} %).")
+                f"1 slot {q['ratio']['one']:.1f}×, event {q['ratio']['ev8']:.1f}× (bookkeeping "
+                f"{(1 - q['one'] / q['ev8']) * 100:.0f} %).")
         kern = p["kern"]
         if kern.get("part1") and kern.get("part2"):
             parts.append(
@@ -863,19 +868,20 @@ def reading(single, budget, batched, kkt, prof):
                 f"({kern['part2']:.0f} vs {kern['part1']:.0f}: 12 coefficient groups, degenerate-case rules and "
                 "locking tests per point instead of 4 groups), and with a few flops per kernel the time follows the "
                 "kernel count.")
-        if pr["two"] > 3.3:
+        if pr["one"] > 3.3:
             parts.append(
-                f"So the solver work alone (two calls per quantum, ≈ {pr['two']:.1f}× without any bookkeeping) "
+                f"So the solver work alone (one call per quantum, ≈ {pr['one']:.1f}× without any bookkeeping) "
                 f"already exceeds the 3× floor, and the bookkeeping adds {share:.0f} % on top.")
-        elif pr["two"] >= 2.7:
+        elif pr["one"] >= 2.7:
             parts.append(
-                f"So in a quiet quantum the solver work alone (two Part I calls + two detects, ≈ {pr['two']:.1f}×) "
+                f"So in a quiet quantum the solver work alone (one Part I call + one detect, ≈ {pr['one']:.1f}×) "
                 f"is already at the 3× floor, and the bookkeeping ({share:.0f} % of the event quantum) puts it over; "
                 "on the drops the held joints' Part II calls add the rest.")
         else:
             parts.append(
-                f"So the solver work (two calls per quantum, ≈ {pr['two']:.1f}×) fits under the 3× floor; what "
-                f"exceeds it is the slot bookkeeping ({share:.0f} % of the event quantum).")
+                f"So a quiet quantum fits under the 3× floor (solver work ≈ {pr['one']:.1f}×, bookkeeping {share:.0f} % "
+                f"of the event quantum); what exceeds it on the drops are the held joints' Part II calls (a step with "
+                f"the Part II recursion costs {pr['part2']:.1f}× a plain one) and, at small n, the bookkeeping.")
     if budget:
         bud = {(b["label"], b["slots"], b["depth"], b["thr"]): b for b in budget}
         q4, q8 = bud.get(("quiet", 4, 3, 1.0)), bud.get(("quiet", 8, 3, 1.0))
