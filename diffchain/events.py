@@ -25,7 +25,8 @@ a sub-quantum with the seed's constant acceleration, then accelerations at its e
 trial that crossed a contact or limit is cut at the event time, found from the seed's quadratic, and the slot's solver
 call is the impulse). A quiet quantum takes two slots, or one when it starts with the accelerations that the last
 quantum's final call found there under the same control ("first same as last", :class:`EventState`); the rest are
-skipped (``lax.cond``; under ``vmap`` they are computed and masked). A last forced slot finishes the quantum whatever happened, so every quantum advances exactly dt;
+skipped (``lax.cond``; under ``vmap`` they are computed and masked). A last forced slot finishes the quantum whatever
+happened, so every quantum advances exactly dt;
 the report says when the budget ran out. No ``while_loop``: everything is reverse-differentiable.
 """
 from __future__ import annotations
@@ -124,7 +125,9 @@ class EventState(eqx.Module):
 
     and what the last quantum's final solver call found at ``state`` ("first same as last"): accelerations ``a``
     (n,2), constraint torques ``tau_w`` (n,) and reactions ``R`` (n,2) under ``control``, with the constraints above.
-    ``fresh`` says they are valid; then a next quantum with the same control skips its refresh call.
+    ``fresh`` says they are valid; then a next quantum with the same control skips its refresh call. The cache
+    assumes the chain, the events and dt of that quantum: :func:`event_rollout` clears ``fresh`` at its start; clear
+    it yourself (``eqx.tree_at(lambda e: e.fresh, es, False)``) before calling :func:`event_step` with a changed one.
     """
 
     state: State
@@ -520,6 +523,7 @@ def event_rollout(chain: Chain, events: Events, es: EventState, controls, dt, *,
     from .integrate import _scan_rollout
 
     es = check_event_state(chain, events, es) if check else es
+    es = eqx.tree_at(lambda e: e.fresh, es, jnp.zeros_like(es.fresh))  # the cache may come from another chain or dt
 
     def body(e, u):
         e, rep = event_step(chain, events, e, u, dt, solver=solver, stab_factor=stab_factor)

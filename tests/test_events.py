@@ -192,6 +192,20 @@ def test_first_same_as_last_cache_changes_nothing(drop):
     np.testing.assert_allclose(traj.state.v, traj_r.state.v, atol=1e-10)
 
 
+def test_rollout_does_not_reuse_a_cache_from_another_chain():
+    """event_rollout starts with a refresh: continuing from an EventState that another chain (here: other masses and
+    dt) left with a fresh cache gives what the same start without a cache gives."""
+    chain = dc.free_chain(3, mass=1.0, length=0.5)
+    events = dc.Events(chain.n, ground=0.0)
+    state = dc.from_joint_angles(chain, jnp.array([0.3, -0.4, 0.5]), base=(0.0, 1.0))
+    es, _ = dc.event_rollout(chain, events, dc.EventState(state), None, DT, n_steps=50)
+    assert bool(es.fresh)
+    heavy = dc.free_chain(3, mass=jnp.array([1.0, 3.0, 0.5, 2.0]), length=0.5)
+    run = lambda e: dc.event_rollout(heavy, events, e, None, 2 * DT, n_steps=50)[0]  # noqa: E731  same control
+    clean = eqx.tree_at(lambda e: e.fresh, es, jnp.zeros((), bool))
+    np.testing.assert_array_equal(run(es).state.x, run(clean).state.x)
+
+
 def test_pendulum_stops_at_a_limit_holds_and_releases():
     """Swinging down into theta^m = -0.3: it stops there, is held under gravity, and leaves when driven away."""
     chain = dc.pendulum(1)
