@@ -87,7 +87,7 @@ jax.config.update("jax_enable_x64", True)  # every array below gets an explicit 
 import diffchain as dc  # noqa: E402  (may extend XLA_FLAGS; the CPU backend is created after this import)
 
 sys.path.insert(0, HERE)
-from benchutil import Report, fmt_t, md_table  # noqa: E402
+from benchutil import Report, cpu_description, fmt_t, md_table  # noqa: E402
 F32, F64 = jnp.float32, jnp.float64
 
 
@@ -145,21 +145,6 @@ R = Report()
 # ------------------------------------------------------------------------------------------------------- machine facts
 
 def machine_facts():
-    cpu, extra = "unknown", []
-    try:
-        info = open("/proc/cpuinfo").read().split("\n\n")[0]
-        kv = dict(line.split(":", 1) for line in info.splitlines() if ":" in line)
-        kv = {k.strip(): v.strip() for k, v in kv.items()}
-        cpu = kv.get("model name", cpu)
-        extra.append(f"family {kv.get('cpu family', '?')} model {kv.get('model', '?')}")
-        flags = kv.get("flags", "").split()
-        extra.append("AVX-512" if "avx512f" in flags else ("AVX2" if "avx2" in flags else "no AVX2"))
-        if "cpu MHz" in kv:
-            extra.append(f"{float(kv['cpu MHz']):.0f} MHz")
-        if "cache size" in kv:
-            extra.append(f"cache {kv['cache size']}")
-    except OSError:
-        pass
     import mujoco
     try:
         import importlib.metadata as md
@@ -176,7 +161,7 @@ def machine_facts():
     affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else "?"
     return {
         "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
-        "CPU": f"{cpu} ({', '.join(extra)})",
+        "CPU": cpu_description(detail=True),
         "cores": f"{os.cpu_count()} logical, {affinity} usable by this process (shared machine)",
         "load average at start": " ".join(f"{x:.2f}" for x in os.getloadavg()),
         "python": platform.python_version(),

@@ -98,7 +98,7 @@ from diffchain import events as dce  # noqa: E402  (constrained_dynamics, detect
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from benchutil import Report, fmt_t, md_table  # noqa: E402
+from benchutil import Report, cpu_description, fmt_t, md_table  # noqa: E402
 with open(dce.__file__) as _fh:  # does constrained_dynamics fall back to the Part I solver when no joint is held?
     PART_ONE = hasattr(dc.ActiveRecursive(), "part_one") and "part_one" in _fh.read()
 F64 = jnp.float64
@@ -155,18 +155,6 @@ def log(*a):
 
 
 def machine_facts():
-    cpu, extra = "unknown", []
-    try:
-        with open("/proc/cpuinfo") as fh:
-            info = fh.read().split("\n\n")[0]
-        kv = {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in info.splitlines() if ":" in line)}
-        cpu = kv.get("model name", cpu)
-        flags = kv.get("flags", "").split()
-        extra.append("AVX-512" if "avx512f" in flags else ("AVX2" if "avx2" in flags else "no AVX2"))
-        if "cpu MHz" in kv:
-            extra.append(f"{float(kv['cpu MHz']):.0f} MHz")
-    except OSError:
-        pass
     import importlib.metadata as md
     import jaxlib
     try:
@@ -192,7 +180,7 @@ def machine_facts():
     return {
         "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
         "platform": platform.platform(),
-        "CPU": f"{cpu} ({', '.join(extra)})",
+        "CPU": cpu_description(),
         "cores": f"{os.cpu_count()} logical (shared machine); "
                  + (f"this process pinned to core {PINNED} before JAX started (`--cores {ARGS.cores}`)" if PINNED
                     else "affinity left alone"),

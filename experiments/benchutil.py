@@ -5,6 +5,27 @@ import os
 import time
 
 
+def cpu_description(detail=False):
+    """'model name (vector ISA, MHz[, family/model, cache])' from /proc/cpuinfo ('unknown' where it is missing)."""
+    cpu, extra = "unknown", []
+    try:
+        with open("/proc/cpuinfo") as fh:
+            info = fh.read().split("\n\n")[0]
+    except OSError:
+        return cpu
+    kv = {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in info.splitlines() if ":" in line)}
+    cpu = kv.get("model name", cpu)
+    if detail:
+        extra.append(f"family {kv.get('cpu family', '?')} model {kv.get('model', '?')}")
+    flags = kv.get("flags", "").split()
+    extra.append("AVX-512" if "avx512f" in flags else ("AVX2" if "avx2" in flags else "no AVX2"))
+    if "cpu MHz" in kv:
+        extra.append(f"{float(kv['cpu MHz']):.0f} MHz")
+    if detail and "cache size" in kv:
+        extra.append(f"cache {kv['cache size']}")
+    return f"{cpu} ({', '.join(extra)})"
+
+
 def fmt_t(s):
     if s is None or s != s:
         return "–"
