@@ -25,6 +25,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.ad_checkpoint import checkpoint_name
 
 from .constraints import _slider_rhs, point_projector, point_projector_c, rod_terms, rod_terms_c
 from .forces import external_forces, external_forces_c
@@ -167,8 +168,70 @@ def _pad1(q):
     return jnp.concatenate([q, jnp.zeros((1,), q.dtype)])
 
 
+def _kkt_rod_forces(op, y):
+    """J_rod^T y: rod k pulls point k by -r_k y_k and point k+1 by +r_k y_k."""
+    m, rx, ry, on = op[:4]
+    y = jnp.where(on, y, 0.0)
+    return _pad_diff(-rx * y), _pad_diff(-ry * y)
+
+
+def _kkt_matvec(op, z):
+    """K z for the KKT operator ``op`` = (m, r_x, r_y, rod on, guided, slider, s_x, s_y, P_11, P_12, P_22)."""
+    m, rx, ry, on, g, sl, sx, sy = op[:8]
+    ax, ay, yr, y1, y2 = z
+    fx, fy = _kkt_rod_forces(op, yr)
+    top_x = m * ax + fx + jnp.where(g, y1, jnp.where(sl, sx * y1, 0.0))
+    top_y = m * ay + fy + jnp.where(g, y2, jnp.where(sl, sy * y1, 0.0))
+    rod = jnp.where(on, rx * (ax[1:] - ax[:-1]) + ry * (ay[1:] - ay[:-1]), yr)
+    row1 = jnp.where(g, ax, jnp.where(sl, sx * ax + sy * ay, y1))
+    row2 = jnp.where(g, ay, y2)
+    return top_x, top_y, rod, row1, row2
+
+
+def _kkt_sweeps(op, b):
+    """K^-1 b by the recursion (:func:`abcd_sweeps_c`), O(n); the multipliers from the residual of Newton's law."""
+    m, rx, ry, on, g, sl, sx, sy, p11, p12, p22 = op
+    bx, by, br, b1, b2 = b
+    a0x = jnp.where(g, b1, jnp.where(sl, sx * b1, 0.0))
+    a0y = jnp.where(g, b2, jnp.where(sl, sy * b1, 0.0))
+    ax, ay, phi = abcd_sweeps_c(m, _pad1(rx), _pad1(ry), _pad1(-br), bx, by, p11, p12, p22, a0x, a0y)
+    yr = jnp.where(on, -phi[:-1], br)
+    fx, fy = _kkt_rod_forces(op, yr)
+    res_x, res_y = bx - m * ax - fx, by - m * ay - fy  # = J_pt^T y_pt
+    y1 = jnp.where(g, res_x, jnp.where(sl, sx * res_x + sy * res_y, b1))
+    y2 = jnp.where(g, res_y, b2)
+    return ax, ay, yr, y1, y2
+
+
+KKT_SOLUTION = "diffchain.kkt_solution"
+
+
+@jax.custom_jvp
+def kkt_solve(op, b):
+    """z = K(op)^-1 b by the recursion, differentiated implicitly: dz = K^-1 (db - dK z).
+
+    The solution is tagged ``KKT_SOLUTION`` (``jax.ad_checkpoint.checkpoint_name``) so that a rematerialising
+    rollout can keep it and recompute only the elementwise terms around it."""
+    return _kkt_sweeps(op, b)
+
+
+@kkt_solve.defjvp
+def _kkt_solve_jvp(primals, tangents):
+    op, b = primals
+    dop, db = tangents
+    z = checkpoint_name(_kkt_sweeps(op, b), KKT_SOLUTION)
+    _, dKz = jax.jvp(lambda o: _kkt_matvec(o, z), (op,), (dop,))  # dK z (the masks' tangents are float0)
+    # one flat right-hand side: custom_linear_solve's transpose needs every leaf of it to depend on the tangents
+    cuts = np.cumsum([len(q) for q in b])[:-1].tolist()
+    split = lambda v: tuple(jnp.split(v, cuts))  # noqa: E731
+    rhs = jnp.concatenate([p - q for p, q in zip(db, dKz)])
+    dz = split(jax.lax.custom_linear_solve(lambda w: jnp.concatenate(_kkt_matvec(op, split(w))), rhs,
+                                           lambda _, r: jnp.concatenate(_kkt_sweeps(op, split(r))), symmetric=True))
+    return z, dz
+
+
 def massless_dynamics(chain: Chain, state: State, control: Control, stab=None):
-    """The recursion for massless rods as a linear solve with implicit derivatives (``lax.custom_linear_solve``).
+    """The recursion for massless rods as a linear solve with implicit derivatives (:func:`kkt_solve`).
 
     The accelerations and multipliers z = (a, y) solve the symmetric KKT system K z = b of :mod:`diffchain.solvers`
     (rows switched off carry a unit diagonal): M a + J^T y = F^e, J a = gamma. The recursion (:func:`abcd_sweeps_c`)
@@ -179,46 +242,15 @@ def massless_dynamics(chain: Chain, state: State, control: Control, stab=None):
     """
     X, Y, U, V = state.x[:, 0], state.x[:, 1], state.v[:, 0], state.v[:, 1]
     g, sl = chain.guided, chain.slider_mask
-    sx, sy = chain.s[:, 0], chain.s[:, 1]
     rx, ry, e = rod_terms_c(chain, X, Y, U, V, stab)
     on = ~(g[:-1] & g[1:])  # a rod between two guided points is switched off (the prescribed accelerations win)
+    p11, p12, p22, _, _ = point_projector_c(chain, X, Y, U, V, control.a_w, stab)
+    op = (chain.m, rx, ry, on, g, sl, chain.s[:, 0], chain.s[:, 1], p11, p12, p22)
     beta = _slider_rhs(chain, X, Y, U, V, stab)
     Fx, Fy = external_forces_c(chain, X, Y, U, V, control)
     b = (Fx, Fy, jnp.where(on, -e, 0.0), jnp.where(g, control.a_w[:, 0], jnp.where(sl, beta, 0.0)),
          jnp.where(g, control.a_w[:, 1], 0.0))
-    # one flat vector: lax.custom_linear_solve's transpose needs every leaf of b to depend on the differentiated input
-    cuts = np.cumsum([len(q) for q in b])[:-1].tolist()
-    split = lambda v: tuple(jnp.split(v, cuts))  # noqa: E731
-    flat = lambda *q: jnp.concatenate(q)  # noqa: E731
-
-    def rod_forces(y):  # J_rod^T y: rod k pulls point k by -r_k y_k and point k+1 by +r_k y_k
-        y = jnp.where(on, y, 0.0)
-        return _pad_diff(-rx * y), _pad_diff(-ry * y)
-
-    def matvec(z):
-        ax, ay, yr, y1, y2 = split(z)
-        fx, fy = rod_forces(yr)
-        top_x = chain.m * ax + fx + jnp.where(g, y1, jnp.where(sl, sx * y1, 0.0))
-        top_y = chain.m * ay + fy + jnp.where(g, y2, jnp.where(sl, sy * y1, 0.0))
-        rod = jnp.where(on, rx * (ax[1:] - ax[:-1]) + ry * (ay[1:] - ay[:-1]), yr)
-        row1 = jnp.where(g, ax, jnp.where(sl, sx * ax + sy * ay, y1))
-        row2 = jnp.where(g, ay, y2)
-        return flat(top_x, top_y, rod, row1, row2)
-
-    def solve(_, b):
-        bx, by, br, b1, b2 = split(b)
-        p11, p12, p22, _, _ = point_projector_c(chain, X, Y, U, V, control.a_w, stab)
-        a0x = jnp.where(g, b1, jnp.where(sl, sx * b1, 0.0))
-        a0y = jnp.where(g, b2, jnp.where(sl, sy * b1, 0.0))
-        ax, ay, phi = abcd_sweeps_c(chain.m, _pad1(rx), _pad1(ry), _pad1(-br), bx, by, p11, p12, p22, a0x, a0y)
-        yr = jnp.where(on, -phi[:-1], br)
-        fx, fy = rod_forces(yr)
-        res_x, res_y = bx - chain.m * ax - fx, by - chain.m * ay - fy  # = J_pt^T y_pt
-        y1 = jnp.where(g, res_x, jnp.where(sl, sx * res_x + sy * res_y, b1))
-        y2 = jnp.where(g, res_y, b2)
-        return flat(ax, ay, yr, y1, y2)
-
-    ax, ay, yr, _, _ = split(jax.lax.custom_linear_solve(matvec, flat(*b), solve, symmetric=True))
+    ax, ay, yr, _, _ = kkt_solve(op, b)
     return jnp.stack([ax, ay], -1), -yr
 
 
