@@ -2,6 +2,7 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from hypothesis import given, strategies as st
 
 import diffchain as dc
@@ -89,9 +90,11 @@ def test_recursion_is_the_seed_closed_form_for_an_ordinary_joint():
         np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-14)
 
 
-def test_component_sweeps_are_the_reference_sweeps():
+@pytest.mark.parametrize("form", ["scan", "unrolled", "vmap"])
+def test_component_sweeps_are_the_reference_sweeps(form):
     """The hot path (:func:`abcd_sweeps_c`, by components) = the readable matrix sweeps on random inputs with free,
-    slider and guided points and a terminal rod (accelerations and rod tensions, to round-off)."""
+    slider and guided points and a terminal rod (accelerations and rod tensions, to round-off); in both of its forms,
+    the ``lax.scan`` and the one written out point by point, and through its ``vmap`` rule."""
     rng = np.random.default_rng(7)
     n = 9
     m = rng.uniform(0.5, 2.0, n)
@@ -109,7 +112,11 @@ def test_component_sweeps_are_the_reference_sweeps():
     a0 = np.where((kind == 0)[:, None], 0.0, a0)
     A, b, C, d = dc.recursive.abcd_backward(*map(jnp.asarray, (m, r, e, Fe, P, a0)))
     a_ref, Fd = dc.recursive.forward_sweep(A, b, C, d)
-    ax, ay, phi = dc.recursive.abcd_sweeps_c(*map(jnp.asarray, (m, r[:, 0], r[:, 1], e, Fe[:, 0], Fe[:, 1],
-                                                               P[:, 0, 0], P[:, 0, 1], P[:, 1, 1], a0[:, 0], a0[:, 1])))
+    args = tuple(map(jnp.asarray, (m, r[:, 0], r[:, 1], e, Fe[:, 0], Fe[:, 1], P[:, 0, 0], P[:, 0, 1], P[:, 1, 1],
+                                   a0[:, 0], a0[:, 1])))
+    if form == "vmap":
+        ax, ay, phi = (o[0] for o in jax.vmap(dc.recursive.abcd_sweeps_c)(*(x[None] for x in args)))
+    else:
+        ax, ay, phi = dc.recursive._abcd_sweeps_c(*args, unrolled=form == "unrolled")
     np.testing.assert_allclose(np.stack([ax, ay], -1), a_ref, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(phi[:-1], np.sum(r[:-1] * np.asarray(Fd)[1:], -1), rtol=1e-12, atol=1e-12)
