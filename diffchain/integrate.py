@@ -73,8 +73,12 @@ def step(chain: Chain, state: State, control: Control, dt, *, solver: Solver = R
 
 
 def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = None, solver: Solver = Recursive(),
-            integrator: Integrator = SeedQuantum(), checkpoint: int | None = None):
+            integrator: Integrator = SeedQuantum(), checkpoint: int | None = None, check: bool = True):
     """Simulate from ``state``; returns (final state, trajectory of the states after each step, stacked on axis 0).
+
+    The start is validated by :func:`check_state` (on the rod and slider constraints, finite) unless ``check=False``
+    (e.g. to study the drift correction on purpose): from a start no motion can keep on the constraints, the PD drift
+    correction may drag the chain into a singular pose and the rollout diverge.
 
     ``controls`` is a :class:`Control` whose leaves have a leading time axis (open loop), a policy
     ``policy(state) -> Control`` (closed loop), or None (no input); give ``n_steps`` for the last two. ``checkpoint=k`` recomputes the forward pass
@@ -82,6 +86,8 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
     recursive solver on massless rods, reverse mode stores only each step's state and KKT solution
     (:func:`diffchain.recursive.kkt_solve`) and recomputes the elementwise terms around it.
     """
+    state = check_state(chain, state) if check else state
+
     def body(s, u):
         s = step(chain, s, u, dt, solver=solver, integrator=integrator)
         return s, s
@@ -129,10 +135,12 @@ def _scan_rollout(chain: Chain, body, init, controls, n_steps, checkpoint, to_st
 
 
 def constraint_violation(chain: Chain, state: State):
-    """Largest rod-length error |‖x_{i+1}-x_i‖ - l_i| and rod-stretch-rate |r_i^T (v_{i+1}-v_i)|, and the slider errors."""
+    """Largest rod-length error |‖x_{i+1}-x_i‖ - l_i| and rod-stretch-rate |r_i^T (v_{i+1}-v_i)|, and the slider errors.
+    A rod between two guided points is switched off (their prescribed motion wins, seed §6.1) and not counted."""
     _, rho, r = links(state.x)
-    length = jnp.max(jnp.abs(rho - chain.l), initial=0.0)
-    rate = jnp.max(jnp.abs(jnp.sum(r * (state.v[1:] - state.v[:-1]), -1)), initial=0.0)
+    on = ~(chain.guided[:-1] & chain.guided[1:])
+    length = jnp.max(jnp.where(on, jnp.abs(rho - chain.l), 0.0), initial=0.0)
+    rate = jnp.max(jnp.where(on, jnp.abs(jnp.sum(r * (state.v[1:] - state.v[:-1]), -1)), 0.0), initial=0.0)
     on_line = chain.slider_mask
     line = jnp.max(jnp.where(on_line, jnp.abs(jnp.sum(chain.s * state.x, -1) - chain.c), 0.0), initial=0.0)
     line_rate = jnp.max(jnp.where(on_line, jnp.abs(jnp.sum(chain.s * state.v, -1)), 0.0), initial=0.0)

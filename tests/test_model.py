@@ -59,6 +59,23 @@ def test_off_manifold_state_raises_also_under_jit():
         check(chain, dc.State(good.x.at[1, 0].set(jnp.nan), good.v))
 
 
+def test_rollout_validates_its_start():
+    """``rollout`` refuses a start off the constraints (from which the drift correction may drive the chain through a
+    singular pose), unless told not to; a rod between two guided points is switched off and may have any length."""
+    chain = dc.pendulum(2)
+    good = dc.from_joint_angles(chain, jnp.array([0.3, -0.2]), jnp.array([1.0, 2.0]))
+    stretched = dc.State(good.x.at[2].add(0.01), good.v)
+    run = jax.jit(lambda s, check: dc.rollout(chain, s, None, 1e-3, n_steps=5, check=check)[0], static_argnums=1)
+    with pytest.raises(Exception, match="off the constraint manifold"):
+        run(stretched, True)
+    assert bool(jnp.all(jnp.isfinite(run(stretched, False).x)))
+    both_ends = dc.Chain(jnp.ones(3), jnp.ones(2), guided=[True, True, False])
+    apart = dc.State(jnp.array([[0.0, 0.0], [3.0, 0.0], [3.0, -1.0]]), jnp.array([[0.0, 0.0], [0.0, 1.0], [0.0, 1.0]]))
+    dc.check_state(both_ends, apart)  # rod 1 is off: its length 3 != 1 and its stretch rate are not violations
+    with pytest.raises(Exception, match="off the constraint manifold"):
+        dc.check_state(both_ends, dc.State(apart.x.at[2, 1].set(-2.0), apart.v))
+
+
 def test_joint_space_round_trip_and_rates():
     """from_joint_angles -> joint_angles / joint_velocities is the identity; d theta/dt equals omega^z (finite
     differences along the exact kinematic motion)."""
