@@ -33,6 +33,7 @@ from .forces import external_forces, external_forces_c
 from .geometry import _pad_diff, link_L, link_omega_c, links_c, wrap_angle
 from .inertia import mass_matrix
 from .model import Chain, Control, State
+from .recursive import one_chain_form
 
 
 def _active_mask(chain: Chain, active):
@@ -381,30 +382,15 @@ def _part_two_sweeps(m, r, L, e, Fe, P, a0, active, alpha, sigma, ell, unroll=Fa
 UNROLL_MAX = 5  # a single chain of up to this many points runs the Part II sweeps unrolled (:func:`part_two_sweeps`)
 
 
-@jax.custom_jvp
-@jax.custom_batching.custom_vmap
-def part_two_sweeps(m, r, L, e, Fe, P, a0, active, alpha, sigma, ell):
-    """:func:`_part_two_sweeps`, unrolled (``lax.scan(unroll=True)``) when evaluated on one chain of at most
-    ``UNROLL_MAX`` points, otherwise -- under ``vmap``, in every derivative, for longer chains -- the scans.
-
-    On one small chain a scan's carry copies and output stacking dominate; unrolled, XLA fuses each step (one chain,
-    float64, a Part II call: 1, 2, 3, 4 links 5.6x, 6.3x, 3.4x, 2.5x faster; at 5 links its fusions recompute
-    shared terms so often that it is slower than the scan). Under ``vmap`` the unrolled form is 2.3x slower (2 links,
-    1024 chains), so ``custom_vmap`` sends batches to the scan; ``custom_vmap`` has no reverse-mode rule, so the
-    derivatives are those of the scan form (``custom_jvp``): the same arithmetic, so the same values."""
-    return _part_two_sweeps(m, r, L, e, Fe, P, a0, active, alpha, sigma, ell, unroll=m.shape[0] <= UNROLL_MAX)
-
-
-@part_two_sweeps.def_vmap
-def _part_two_sweeps_vmap(axis_size, in_batched, *args):
-    in_axes = jax.tree.map(lambda b: 0 if b else None, tuple(in_batched))
-    out = jax.vmap(_part_two_sweeps, in_axes=in_axes)(*args)
-    return out, jax.tree.map(lambda _: True, out)
-
-
-@part_two_sweeps.defjvp
-def _part_two_sweeps_jvp(primals, tangents):
-    return jax.jvp(_part_two_sweeps, primals, tangents)
+part_two_sweeps = one_chain_form(
+    lambda *args: _part_two_sweeps(*args, unroll=args[0].shape[0] <= UNROLL_MAX), _part_two_sweeps)
+part_two_sweeps.__doc__ = (
+    ":func:`_part_two_sweeps` with ``lax.scan(unroll=True)`` when evaluated on one chain of at most ``UNROLL_MAX`` "
+    "points, the scans otherwise (:func:`diffchain.recursive.one_chain_form`): under ``vmap``, in derivatives, for "
+    "longer chains. On one small chain a scan's carry copies and output stacking dominate; unrolled, XLA fuses each "
+    "step (one chain, float64, a Part II call with 1, 2, 3, 4 links: 5.6x, 6.3x, 3.4x, 2.5x faster; at 5 links its "
+    "fusions recompute shared terms so often that it is slower than the scan); under ``vmap`` it is 2.3x slower (2 "
+    "links, 1024 chains).")
 
 
 class ActiveSolver(eqx.Module):

@@ -173,9 +173,9 @@ def _sweep(step, init, xs, unrolled, reverse=False):
     On one small chain XLA CPU spends most of a scan on copying its carry and stacking its outputs. Written out, it
     would fuse the whole sweep into a few kernels that recompute every point's carry once per later use; a product
     with the identity matrix, which XLA CPU never fuses into its consumers, makes each point's carry one computed
-    buffer instead (exact: one 1 per row). Measured on one chain (float64, step of a rollout): n = 3, 6, 9 points
-    3.4x, 1.6x, 1.4x faster than the scan, its gradient 2.2x, 1.2x, 0.93x; beyond n = 9 the compile time grows
-    faster than the gain, hence ``UNROLL_MAX``."""
+    buffer instead (exact: one 1 per row). Measured on one chain (float64, a rollout step, n = 3, 6, 8 points):
+    2.4x, 1.6x, 1.3x faster than the scan with the chain a compile-time constant, 1.9x, 1.3x, 1.1x with it a ``jit``
+    argument; compiling takes about twice as long, and beyond n = 8 that outweighs the gain (``UNROLL_MAX``)."""
     if not unrolled:
         return jax.lax.scan(step, init, xs, reverse=reverse)
     n = jax.tree.leaves(xs)[0].shape[0]
@@ -188,19 +188,28 @@ def _sweep(step, init, xs, unrolled, reverse=False):
     return carry, jax.tree.map(lambda *y: jnp.stack(y), *ys)
 
 
-@jax.custom_batching.custom_vmap
-def abcd_sweeps_c(m, rx, ry, e, Fx, Fy, p11, p12, p22, a0x, a0y):
-    """:func:`_abcd_sweeps_c` (the same inputs and outputs): written out on one chain of up to ``UNROLL_MAX`` points
-    (:func:`_sweep`), and under ``vmap`` always the ``lax.scan`` form, whose overhead the batch amortises (written
-    out it is 2.2x slower at 1024 chains). ``custom_vmap`` has no reverse-mode rule; none is needed, since the
-    sweeps are only ever evaluated, never differentiated (:func:`kkt_solve`)."""
-    return _abcd_sweeps_c(m, rx, ry, e, Fx, Fy, p11, p12, p22, a0x, a0y, unrolled=m.shape[0] <= UNROLL_MAX)
+def one_chain_form(unrolled, general):
+    """``unrolled`` when evaluated on one chain; ``general`` (the same arithmetic with scans) under ``vmap``, where
+    unrolling costs more than it saves, and in every derivative (``custom_vmap`` has no reverse-mode rule)."""
+    f = jax.custom_batching.custom_vmap(unrolled)
+
+    @f.def_vmap
+    def batched(axis_size, in_batched, *args):
+        in_axes = jax.tree.map(lambda b: 0 if b else None, tuple(in_batched))
+        out = jax.vmap(general, in_axes=in_axes, axis_size=axis_size)(*args)
+        return out, jax.tree.map(lambda _: True, out)
+
+    f = jax.custom_jvp(f)
+    f.defjvp(lambda primals, tangents: jax.jvp(general, primals, tangents))
+    return f
 
 
-@abcd_sweeps_c.def_vmap
-def _abcd_sweeps_c_vmap(axis_size, in_batched, *args):
-    in_axes = tuple(0 if b else None for b in in_batched)
-    return jax.vmap(_abcd_sweeps_c, in_axes=in_axes)(*args), (True, True, True)
+abcd_sweeps_c = one_chain_form(
+    lambda *args: _abcd_sweeps_c(*args, unrolled=args[0].shape[0] <= UNROLL_MAX), _abcd_sweeps_c)
+abcd_sweeps_c.__doc__ = (
+    ":func:`_abcd_sweeps_c` (the same inputs and outputs), written out (:func:`_sweep`) when evaluated on one chain of "
+    "up to ``UNROLL_MAX`` points, the ``lax.scan`` form under ``vmap`` (written out it is 2.2x slower at 1024 chains) "
+    "and in derivatives (:func:`one_chain_form`; :func:`kkt_solve` never differentiates it anyway).")
 
 
 def _pad1(q):

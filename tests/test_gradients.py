@@ -3,6 +3,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from hypothesis import assume, example, given
 
 import diffchain as dc
@@ -171,3 +172,22 @@ def test_implicit_recursion_derivatives_equal_autodiff_of_kkt(problem):
     t = tuple(jnp.cos(jnp.arange(a.size, dtype=a.dtype).reshape(a.shape)) for a in args)
     fwd = [f(chain, args, t) for f in _FWD]
     np.testing.assert_allclose(fwd[0], fwd[1], atol=1e-8 * max(1.0, abs(float(fwd[1]))), err_msg=desc)
+
+
+@pytest.mark.parametrize("n_links", [2, 12])  # the unrolled single-chain sweeps (n <= 8 points) and the scans
+def test_second_derivatives_match_finite_differences(n_links):
+    """The Hessian of an acceleration w.r.t. the joint angles (reverse over forward and forward over forward) equals
+    central differences of its gradient: the implicit derivative of the recursion can itself be differentiated."""
+    chain = dc.pendulum(n_links)
+
+    def tip_vertical_acceleration(theta):
+        return dc.forward_dynamics(chain, dc.from_joint_angles(chain, theta, jnp.full(n_links, 0.5)))[-1, 1]
+
+    theta = jnp.linspace(0.3, -0.2, n_links)
+    H = jax.hessian(tip_vertical_acceleration)(theta)
+    eps = 1e-5
+    grad = jax.grad(tip_vertical_acceleration)
+    fd = np.stack([(grad(theta + eps * e) - grad(theta - eps * e)) / (2 * eps) for e in np.eye(n_links)])
+    np.testing.assert_allclose(H, fd, atol=1e-7 * np.abs(fd).max())
+    fwd_fwd = jax.jacfwd(jax.jacfwd(tip_vertical_acceleration))(theta)
+    np.testing.assert_allclose(fwd_fwd, H, atol=1e-12 * np.abs(H).max())
