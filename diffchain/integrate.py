@@ -138,7 +138,7 @@ def constraint_violation(chain: Chain, state: State):
     """Largest rod-length error |‖x_{i+1}-x_i‖ - l_i| and rod-stretch-rate |r_i^T (v_{i+1}-v_i)|, and the slider errors.
     A rod between two guided points is switched off (their prescribed motion wins, seed §6.1) and not counted."""
     _, rho, r = links(state.x)
-    on = ~(chain.guided[:-1] & chain.guided[1:])
+    on = chain.rod_on
     length = jnp.max(jnp.where(on, jnp.abs(rho - chain.l), 0.0), initial=0.0)
     rate = jnp.max(jnp.where(on, jnp.abs(jnp.sum(r * (state.v[1:] - state.v[:-1]), -1)), 0.0), initial=0.0)
     on_line = chain.slider_mask

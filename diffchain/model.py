@@ -152,6 +152,12 @@ class Chain(eqx.Module):
         """Points that move on a line and are not guided."""
         return self.slider & ~self.guided
 
+    @property
+    def rod_on(self):
+        """Rods that are constraints (n-1,): a rod between two guided points is switched off, their prescribed
+        accelerations win (seed §6.1)."""
+        return ~(self.guided[:-1] & self.guided[1:])
+
 
 class State(eqx.Module):
     """Cartesian state at the start of a time quantum (seed 000 §2): positions x_i, velocities v_i, time t."""
