@@ -33,7 +33,7 @@ from .forces import external_forces, external_forces_c
 from .geometry import _pad_diff, link_L, link_omega_c, links_c, wrap_angle
 from .inertia import mass_matrix
 from .model import Chain, Control, State
-from .recursive import one_chain_form
+from .recursive import _pad1, one_chain_form
 
 
 def _active_mask(chain: Chain, active):
@@ -358,7 +358,7 @@ def active_dynamics_recursive(chain: Chain, state: State, control: Control, acti
     X, Y, U, V = state.x[:, 0], state.x[:, 1], state.v[:, 0], state.v[:, 1]
     rx, ry, e = rod_terms_c(chain, X, Y, U, V, stab)
     _, _, _, inv_rho, _, _ = links_c(X, Y)
-    pad = lambda q: jnp.concatenate([q, jnp.zeros((1,), q.dtype)])  # noqa: E731  terminal joint: r_n = L_n = 0
+    pad = _pad1  # the terminal joint: r_n = L_n = 0
     r, L = (pad(rx), pad(ry)), (pad(-ry * inv_rho), pad(rx * inv_rho))  # L = r^* / rho (diffchain.geometry.link_L)
     Fe = external_forces_c(chain, X, Y, U, V, control)
     P11, P12, P22, a0x, a0y = point_projector_c(chain, X, Y, U, V, control.a_w, stab)
@@ -372,8 +372,8 @@ def active_dynamics_recursive(chain: Chain, state: State, control: Control, acti
 
 def _part_two_sweeps(m, r, L, e, Fe, P, a0, active, alpha, sigma, ell, unroll=False):
     """:func:`active_backward`, :func:`root_torque`, :func:`active_forward`: a = (a_x, a_y), tau^w, phi."""
-    groups, locks, systems, system1 = active_backward(m, r, L, e, Fe, P, a0, jnp.append(active[1:], False),
-                                                      jnp.append(alpha[1:], 0.0), sigma, ell, unroll)
+    groups, locks, systems, system1 = active_backward(m, r, L, e, Fe, P, a0, _pad1(active[1:]),
+                                                      _pad1(alpha[1:]), sigma, ell, unroll)
     _, _, _, (p_x, p_y), qw, q = groups
     tau1 = root_torque(active[0], alpha[0], (p_x[0], p_y[0]), qw[0], q[0], sigma, ell)
     return active_forward(locks, systems, system1, m, r, L, Fe, P, a0, tau1, unroll)
