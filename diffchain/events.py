@@ -402,11 +402,15 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
                            rep.slots + 1))
         return event, s_e, es_event, rep
 
-    def slot(c):
+    def slot(c, last):
+        """One slot: one solver call. The last slot of the budget is forced to finish the quantum: its sub-quantum is
+        the whole remaining time and is accepted without the error test; after an event there the rest drifts with
+        the new velocities (a newly stuck point stays put); a refresh there integrates the rest with the accelerations
+        it found."""
         es_, a, t = c["es"], c["a"], c["t"]
         x, v = es_.state.x, es_.state.v
         remaining = dt - t
-        h = jnp.minimum(dt * 0.5 ** c["level"].astype(dtype), remaining)
+        h = jnp.where(last, remaining, jnp.minimum(dt * 0.5 ** c["level"].astype(dtype), remaining))
         event, s_e, es_event, rep = cut(c, h)
         trial = c["valid"] & ~event
         xe, ve = es_event.state.x, es_event.state.v
@@ -418,25 +422,30 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
         a_s, tau_w, R = solve(es_call, xs, vs, event)
         # trial: accept or halve (seed §12.2 Euler with back-tracking)
         err = jnp.max(jnp.linalg.norm(a_s - a, axis=-1)) * h
-        reject = trial & (err > events.threshold) & (c["level"] < events.max_depth)
+        reject = trial & (err > events.threshold) & (c["level"] < events.max_depth) & ~last
         accept = trial & ~reject
-        rep = eqx.tree_at(lambda r: (r.substeps, r.halvings, r.error), rep,
-                          (rep.substeps + accept, rep.halvings + reject,
-                           jnp.where(accept, jnp.maximum(rep.error, err), rep.error)))
+        forced = last & ~c["valid"] & ~event  # a refresh in the last slot
+        rep = eqx.tree_at(lambda r: (r.substeps, r.halvings, r.error, r.exhausted), rep,
+                          (rep.substeps + (accept | last), rep.halvings + reject,
+                           jnp.where(accept, jnp.maximum(rep.error, err), rep.error), rep.exhausted | last))
         # the new state of the slot
-        es_acc = eqx.tree_at(lambda e: e.state, es_, State(x1, v1, t0 + jnp.where(h >= remaining, dt, t + h)))
-        es_imp = eqx.tree_at(lambda e: e.state.v, es_event, ve + a_s)
-        es_new = _where(event, es_imp, _where(accept, es_acc, es_))
-        t_new = jnp.where(event, t + s_e, jnp.where(accept, jnp.where(h >= remaining, dt, t + h), t))
+        t_acc = jnp.where(h >= remaining, dt, t + h)
+        es_acc = eqx.tree_at(lambda e: e.state, es_, State(x1, v1, t0 + t_acc))
+        es_fin = eqx.tree_at(lambda e: e.state, es_, State(x + h * v + 0.5 * h**2 * a_s, v + h * a_s, t0 + dt))
+        v_e = ve + a_s
+        es_imp = eqx.tree_at(lambda e: e.state, es_event, State(
+            jnp.where(last, xe + (h - s_e) * v_e, xe), v_e, jnp.where(last, t0 + dt, es_event.state.t)))
+        es_new = _where(event, es_imp, _where(accept, es_acc, _where(forced, es_fin, es_)))
+        t_new = jnp.where(last, dt, jnp.where(event, t + s_e, jnp.where(accept, t_acc, t)))
         # refresh or accepted trial: a_s are the accelerations at the new state; test releases there
-        check = ~event & ~reject
+        check = ~event & ~reject & ~forced
         es_new, rep, (rel_c, rel_l) = release(es_new, rep, R, tau_w, check)
         released = jnp.any(rel_c) | jnp.any(rel_l)
         # scuffing (seed §12.2, Fig. 4): a constraint released by an earlier slot of this quantum whose free motion
         # (this refresh, computed without it) heads straight back into the obstacle or limit is switched on again and
         # locked for chatter_window quanta
         left = c["left"]
-        refresh = ~c["valid"] & ~event
+        refresh = ~c["valid"] & ~event & ~last
         # ("heads back": its normal velocity or angular velocity changes sign within one quantum)
         back_c = left[0] & ~es_new.stuck & (jnp.sum(es_new.normal * (v + dt * a_s), -1) < 0)
         alpha = joint_accelerations(State(x, v), a_s)
@@ -452,38 +461,15 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
         return dict(es=es_new, a=keep(a, a_s), tau_w=keep(c["tau_w"], tau_w), R=keep(c["R"], R), valid=valid | reject,
                     t=t_new, level=level, rep=rep, left=left)
 
-    # forced finish of whatever remains, without the error test. Its one solver call is the impulse if an event
-    # happens in the remaining time (the rest after the event then drifts with the new velocities, so a newly stuck
-    # point stays put), else the accelerations at the current state if they are stale.
-    def finish(c):
-        es_, h = c["es"], dt - c["t"]
-        x, v = es_.state.x, es_.state.v
-        event, s_e, es_event, rep = cut(c, h)
-        es_call = _where(event, es_event, es_)
-        a_s, _, _ = solve(es_call, es_call.state.x, es_call.state.v, event)
-        a = jnp.where(c["valid"], c["a"], a_s)
-        v_e = es_event.state.v + a_s
-        x_f = jnp.where(event, es_event.state.x + (h - s_e) * v_e, x + h * v + 0.5 * h**2 * a)
-        v_f = jnp.where(event, v_e, v + h * a)
-        rep = eqx.tree_at(lambda r: (r.exhausted, r.substeps), rep, (jnp.ones((), bool), rep.substeps + 1))
-        es_f = eqx.tree_at(lambda e: e.state, es_call, State(x_f, v_f, t0 + dt))
-        return dict(c, es=es_f, t=dt, rep=rep, valid=jnp.zeros((), bool))
+    # a quiet quantum takes one slot (the trial) when the start's accelerations are known; the rest of the budget is
+    # one lax.scan, run only when needed, whose slots are skipped (lax.cond) once the quantum is complete. The slot is
+    # traced twice, not once per slot: compile time and the size of the reverse pass grow with it.
+    def body(c, last):
+        return jax.lax.cond(c["t"] >= dt, lambda c: c, lambda c: slot(c, last), c), None
 
-    def body(c, _):
-        return jax.lax.cond(c["t"] >= dt, lambda c: c, slot, c), None
-
-    def rest(c):  # the budget after two slots, and the forced finish
-        c = jax.lax.scan(body, c, None, length=events.slots - 3)[0]
-        return jax.lax.cond(c["t"] >= dt, lambda c: c, finish, c)
-
-    # a quiet quantum takes one slot (the trial) when the start's accelerations are known, else two (refresh, trial);
-    # the rest of the budget runs only when needed
-    def second(c):
-        c = slot(c)
-        return jax.lax.cond(c["t"] >= dt, lambda c: c, rest, c)
-
-    c = slot(carry0)
-    c = jax.lax.cond(c["t"] >= dt, lambda c: c, second, c)
+    last = jnp.arange(1, events.slots) == events.slots - 1
+    c = slot(carry0, jnp.zeros((), bool))
+    c = jax.lax.cond(c["t"] >= dt, lambda c: c, lambda c: jax.lax.scan(body, c, last)[0], c)
     u = jax.tree_util.tree_map(lambda p, q: p.astype(q.dtype), control, es.control)
     es_out = eqx.tree_at(_cache, c["es"], (c["a"], c["tau_w"], c["R"], u, c["valid"]), is_leaf=_none)
     es_out = eqx.tree_at(lambda e: e.chatter, es_out, es_out.chatter * jnp.exp(-1.0 / events.chatter_window))
