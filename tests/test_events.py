@@ -172,14 +172,15 @@ def test_first_same_as_last_cache_changes_nothing(drop):
     chain, events, state, _, _ = drop
     tau = jnp.zeros((1500, chain.n)).at[:, 2].set(jnp.repeat(jnp.array([0.0, 2.0, -1.5, 0.5, 0.0]), 300))
 
-    def run(refresh):
+    @jax.jit
+    def run(refresh):  # one compiled program for both runs
         def body(e, u):
-            e = eqx.tree_at(lambda e: e.fresh, e, e.fresh & (not refresh))
+            e = eqx.tree_at(lambda e: e.fresh, e, e.fresh & ~refresh)
             e, rep = dc.event_step(chain, events, e, u, DT)
             return e, (e, rep)
         return jax.lax.scan(body, dc.EventState(state), dc.Control(tau=tau))[1]
 
-    (traj, rep), (traj_r, rep_r) = jax.jit(lambda: (run(False), run(True)))()
+    (traj, rep), (traj_r, rep_r) = run(False), run(True)
     assert np.mean(np.asarray(traj.fresh)) > 0.9, "the cache should be valid after most quanta"
     assert rep.impacts.sum() >= 3 and rep.limit_hits.sum() >= 1 and rep.limit_releases.sum() >= 1
     for name in ("impacts", "limit_hits", "releases", "limit_releases", "events", "halvings"):
@@ -198,12 +199,12 @@ def test_rollout_does_not_reuse_a_cache_from_another_chain():
     chain = dc.free_chain(3, mass=1.0, length=0.5)
     events = dc.Events(chain.n, ground=0.0)
     state = dc.from_joint_angles(chain, jnp.array([0.3, -0.4, 0.5]), base=(0.0, 1.0))
-    es, _ = dc.event_rollout(chain, events, dc.EventState(state), None, DT, n_steps=50)
+    run = jax.jit(lambda c, e, dt: dc.event_rollout(c, events, e, None, dt, n_steps=50)[0])  # one compiled program
+    es = run(chain, dc.EventState(state), DT)
     assert bool(es.fresh)
     heavy = dc.free_chain(3, mass=jnp.array([1.0, 3.0, 0.5, 2.0]), length=0.5)
-    run = lambda e: dc.event_rollout(heavy, events, e, None, 2 * DT, n_steps=50)[0]  # noqa: E731  same control
     clean = eqx.tree_at(lambda e: e.fresh, es, jnp.zeros((), bool))
-    np.testing.assert_array_equal(run(es).state.x, run(clean).state.x)
+    np.testing.assert_array_equal(run(heavy, es, 2 * DT).state.x, run(heavy, clean, 2 * DT).state.x)  # same control
 
 
 def test_pendulum_stops_at_a_limit_holds_and_releases():
@@ -298,10 +299,11 @@ def test_chattering_counter_keeps_a_constraint_on():
     x = jnp.stack([0.5 * jnp.arange(4.0), jnp.zeros(4)], -1)
     events = dc.Events(chain.n, ground=0.0)
     F = dc.Control(F=jnp.zeros((4, 2)).at[:, 1].set(20.0))
+    step = jax.jit(lambda es: dc.event_step(chain, events, es, F, DT))
     for count, stays in ((0.0, False), (float(events.chatter_count), True)):
         es = dc.EventState(dc.State(x), stuck=[True] * 4, normal=jnp.broadcast_to(UP, (4, 2)),
                            chatter=jnp.zeros((2, 4)).at[0].set(count))
-        out, _ = dc.event_step(chain, events, es, F, DT)
+        out, _ = step(es)
         assert bool(out.stuck.all()) == stays
 
 
