@@ -288,37 +288,43 @@ def detect(chain: Chain, events: Events, es: EventState, x, v, a, h):
     """Contacts and limit hits during a sub-quantum x(s) = x + s v + s^2 a / 2, s in [0, h] (seed §7, §12.1).
 
     Returns the crossing times s_c (n,) of the free contact points (earliest line), the line index k (n,), and s_l (n,)
-    and side (n,) of the free limited joints; h where nothing happens.
+    and side (n,) of the free limited joints; h where nothing happens. Whether anything crosses is decided from the
+    slacks at the end; the crossing times are computed only then (``lax.cond``: most sub-quanta have no event).
     """
+    n = x.shape[0]
     x1 = x + h * v + 0.5 * h**2 * a
-    # contacts: slack z^T (x - z0) per point and line
+    # contacts: slack z^T (x - z0) per point and line; angle limits: slack theta^M - theta and theta - theta^m
     free = events.contact & ~chain.guided & ~es.stuck
-    if events.z.shape[0]:
-        z, z0 = events.z, events.z0
-        g0, g_end = _slack(z, z0, x), _slack(z, z0, x1)
-        g1, g2 = _slack(z, 0.0 * z0, v), _slack(z, 0.0 * z0, a)
-        hit = free[:, None] & (g_end < 0)
-        s = jnp.where(hit, first_crossing(g0, g1, g2, g_end, h, True), h)
-        k = jnp.argmin(s, axis=1)
-        s_c = jnp.where(jnp.any(hit, 1), jnp.take_along_axis(s, k[:, None], 1)[:, 0], h)
-        hit_c = jnp.any(hit, 1)
-    else:
-        k = jnp.zeros(x.shape[:1], int)
-        s_c, hit_c = jnp.full(x.shape[:1], h), jnp.zeros(x.shape[:1], bool)
-    # angle limits: slack theta^M - theta (upper) and theta - theta^m (lower)
-    st = State(x, v)
-    th0, om, al = _angles(x), joint_velocities(st), joint_accelerations(st, a)
+    z, z0 = events.z, events.z0
+    g_end = _slack(z, z0, x1)
+    hit = free[:, None] & (g_end < 0)
+    th0 = _angles(x)
     th1 = _angles(x1, th0)
     limited_hi, limited_lo = jnp.isfinite(events.theta_max), jnp.isfinite(events.theta_min)
     hi, lo = _finite(events.theta_max), _finite(events.theta_min)
     can = ~es.held
     hit_hi = can & limited_hi & (th1 > hi)
     hit_lo = can & limited_lo & (th1 < lo)
-    s_hi = jnp.where(hit_hi, first_crossing(hi - th0, -om, -al, hi - th1, h, False), h)
-    s_lo = jnp.where(hit_lo, first_crossing(th0 - lo, om, al, th1 - lo, h, False), h)
-    s_l = jnp.minimum(s_hi, s_lo)
+    hit_c = jnp.any(hit, 1)
+
+    def times(_):
+        g0, g1, g2 = _slack(z, z0, x), _slack(z, 0.0 * z0, v), _slack(z, 0.0 * z0, a)
+        s = jnp.where(hit, first_crossing(g0, g1, g2, g_end, h, True), h)
+        k = jnp.argmin(s, axis=1) if z.shape[0] else jnp.zeros((n,), int)
+        s_c = jnp.where(hit_c, jnp.take_along_axis(s, k[:, None], 1)[:, 0], h) if z.shape[0] else jnp.full((n,), h)
+        st = State(x, v)
+        om, al = joint_velocities(st), joint_accelerations(st, a)
+        s_hi = jnp.where(hit_hi, first_crossing(hi - th0, -om, -al, hi - th1, h, False), h)
+        s_lo = jnp.where(hit_lo, first_crossing(th0 - lo, om, al, th1 - lo, h, False), h)
+        return s_c, k, s_hi, s_lo
+
+    def none(_):
+        full = jnp.full((n,), h)
+        return full, jnp.zeros((n,), int), full, full
+
+    s_c, k, s_hi, s_lo = jax.lax.cond(jnp.any(hit_c) | jnp.any(hit_hi | hit_lo), times, none, None)
     side = jnp.where(s_hi <= s_lo, 1.0, -1.0).astype(x.dtype)
-    return (s_c, hit_c, k), (s_l, hit_hi | hit_lo, side)
+    return (s_c, hit_c, k), (jnp.minimum(s_hi, s_lo), hit_hi | hit_lo, side)
 
 
 def _release_tests(chain: Chain, events: Events, es: EventState, R, tau_w):
