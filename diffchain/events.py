@@ -241,9 +241,14 @@ def constrained_dynamics(chain: Chain, events: Events, es: EventState, x, v, t, 
 
     a, phi, tau_w = jax.lax.cond(jnp.any(held), lambda _: solver(ch, s_in, u, held, alpha_w, theta_bar, stab_in),
                                  part_one, None)
-    _, _, r = links(x)
-    rods = _pad_diff(-r * phi[:, None]) if chain.n > 1 else jnp.zeros_like(a)
-    R = _mass_times(chain, a) - external_forces(ch, s_in, u) - rods - torque_forces(x, tau_w)
+
+    def reactions(_):
+        _, _, r = links(x)
+        rods = _pad_diff(-r * phi[:, None]) if chain.n > 1 else jnp.zeros_like(a)
+        return _mass_times(chain, a) - external_forces(ch, s_in, u) - rods - torque_forces(x, tau_w)
+
+    # R vanishes (exactly, instead of to round-off) where no point is guided, stuck or on a line
+    R = jax.lax.cond(jnp.any(ch.guided | chain.slider_mask), reactions, lambda _: jnp.zeros_like(a), None)
     return a, tau_w, R
 
 
@@ -453,10 +458,13 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
         left = c["left"]
         refresh = ~c["valid"] & ~event & ~last
         # ("heads back": its normal velocity or angular velocity changes sign within one quantum)
-        back_c = left[0] & ~es_new.stuck & (jnp.sum(es_new.normal * (v + dt * a_s), -1) < 0)
-        alpha = joint_accelerations(State(x, v), a_s)
-        back_l = left[1] & ~es_new.held & (es_new.side * (joint_velocities(State(x, v)) + dt * alpha) > 0)
-        back = refresh & jnp.stack([back_c, back_l])
+        def heads_back(_):
+            back_c = left[0] & ~es_new.stuck & (jnp.sum(es_new.normal * (v + dt * a_s), -1) < 0)
+            alpha = joint_accelerations(State(x, v), a_s)
+            back_l = left[1] & ~es_new.held & (es_new.side * (joint_velocities(State(x, v)) + dt * alpha) > 0)
+            return jnp.stack([back_c, back_l])
+
+        back = jax.lax.cond(refresh & jnp.any(left), heads_back, lambda _: jnp.zeros_like(left), None)
         lock = jnp.where(back, jnp.e * events.chatter_count, es_new.chatter)
         es_new = eqx.tree_at(lambda e: (e.stuck, e.held, e.chatter), es_new,
                              (es_new.stuck | back[0], es_new.held | back[1], jnp.maximum(es_new.chatter, lock)))
