@@ -14,7 +14,8 @@ import diffchain as dc
 from diffchain import active as act
 from strategies import random_problem
 
-SIZES = (1, 3, 5, 13)  # a small menu of n bounds the number of jit compilations (~1.5 s each)
+SIZES = (1, 3, 5, 7, 13)  # a small menu of n bounds the number of jit compilations (~1.5 s each); on one chain
+# n = 3, 5 run the Part II sweeps unrolled, n = 7 by the Schur complement, n = 1, 13 as scans (active.part_two_sweeps)
 NO_STAB = float("inf")  # stab = inf is "no PD correction" (1/stab = 0) without retracing for stab = None
 
 rec = jax.jit(lambda c, s, u, on, al, tb, stab: act.active_dynamics_recursive(c, s, u, on, al, tb, stab))
@@ -218,7 +219,7 @@ def stiff_problem(n, k, seed, tail_active=True):
     return chain, state, control, active, np.r_[np.zeros(k), rng.normal(size=n - k)]
 
 
-@pytest.mark.parametrize("n,k", [(5, 5), (5, 4), (5, 3), (13, 7), (13, 13)])
+@pytest.mark.parametrize("n,k", [(5, 5), (5, 4), (5, 3), (7, 7), (7, 4), (13, 7), (13, 13)])
 def test_stiffness_is_finite_and_right(n, k):
     """Seed §12.2: guided points at both ends of a run of active joints. The KKT matrix is singular there, the
     recursion must detect the round-off-level pivots (k11, r^T A r) and return finite numbers. The data are consistent
