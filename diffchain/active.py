@@ -389,20 +389,19 @@ def _held_solve(S, c, on, sigma, ell):
     seed's rules decide in the recursion. Double-``where`` on every division."""
     n = S.shape[0]
     diag = jnp.diagonal(S)
-    keep = on & (diag * ell**2 > _lock_tolerance(S.dtype) * sigma)
-    U, c = S, jnp.where(keep, c, 0.0)
+    keep = list(on & (diag * ell**2 > _lock_tolerance(S.dtype) * sigma))
+    U, c = S, jnp.where(jnp.stack(keep), c, 0.0)
     later = jnp.arange(n)
     for k in range(n):
-        ok = keep[k] & (U[k, k] > _tolerance(S.dtype) * diag[k])
-        keep = keep.at[k].set(ok)
-        inv = jnp.where(ok, 1.0 / jnp.where(ok, U[k, k], 1.0), 0.0)
+        keep[k] = keep[k] & (U[k, k] > _tolerance(S.dtype) * diag[k])
+        inv = jnp.where(keep[k], 1.0 / jnp.where(keep[k], U[k, k], 1.0), 0.0)
         l = jnp.where(later > k, U[:, k] * inv, 0.0)
         U, c = U - l[:, None] * U[k], c - l * c[k]
-    tau = jnp.zeros_like(c)
+    tau = [None] * n
     for k in reversed(range(n)):
-        t = (c[k] - U[k, k + 1:] @ tau[k + 1:]) / jnp.where(keep[k], U[k, k], 1.0)
-        tau = tau.at[k].set(jnp.where(keep[k], t, 0.0))
-    return tau
+        t = c[k] - sum((U[k, j] * tau[j] for j in range(k + 1, n)), jnp.zeros((), S.dtype))
+        tau[k] = jnp.where(keep[k], t / jnp.where(keep[k], U[k, k], 1.0), 0.0)
+    return jnp.stack(tau)
 
 
 def _schur_sweeps(m, r, L, e, Fe, P, a0, active, alpha, sigma, ell):
