@@ -94,6 +94,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
+from diffchain import active as dca  # noqa: E402
 from diffchain import events as dce  # noqa: E402  (constrained_dynamics, detect: the pieces of section profile)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -105,6 +106,7 @@ F64 = jnp.float64
 DT = 1e-3
 K_BUDGET = 5             # links of the chain used for the budget / batched / kkt sections and the reading
 PROFILE_SIZES = (5, 20)  # links of the chains of section profile
+SCHUR_SIZES = getattr(dca, "SCHUR_SIZES", ())
 
 
 # ------------------------------------------------------------------------------------------------------------ timing
@@ -775,6 +777,13 @@ def section_profile(single):
 
 # ------------------------------------------------------------------------------------------------------- reading
 
+def _active_form(n):
+    """Which form ``active_dynamics_recursive`` takes on one chain of n points (diffchain.active.part_two_sweeps)."""
+    if n in SCHUR_SIZES:
+        return "on one chain of this size: Part I plus a Schur complement, `active._schur_sweeps`"
+    return "the Part II recursion" + (", unrolled" if n <= dca.UNROLL_MAX else "")
+
+
 def reading(single, budget, batched, kkt, prof):
     """One paragraph built from the measured numbers (only the sections that ran)."""
     parts = ["**Reading.**"]
@@ -812,7 +821,8 @@ def reading(single, budget, batched, kkt, prof):
                 parts[-1] += (
                     f", but their consequences last: on the n = {kb + 1} drop a point is stuck after {stuck} and a "
                     f"joint held at its limit after {held} of the {ARGS.steps} quanta, and while a joint is held every "
-                    f"solver call is the Part II recursion instead of the Part I fallback — hence {a['ratio']:.1f}× "
+                    f"solver call is the active-joint solver ({_active_form(kb + 1)}) instead of the Part I fallback "
+                    f"— hence {a['ratio']:.1f}× "
                     f"on the drop vs {q['ratio']:.1f}× in free fall.")
             else:
                 parts[-1] += (f"; on the n = {kb + 1} drop a point is stuck after {stuck} and a joint held after "
@@ -834,8 +844,8 @@ def reading(single, budget, batched, kkt, prof):
         pr = p["ratio"]
         share = (1 - p["one"] / p["ev8"]) * 100
         parts.append(
-            f"The ladder of section 5 (n = {kb + 1}, paired ratios to the plain step): a step with the Part II "
-            f"recursion as its solver costs {pr['part2']:.1f}×; a step with `constrained_dynamics`, the call each slot "
+            f"The ladder of section 5 (n = {kb + 1}, paired ratios to the plain step): a step with "
+            f"`active_dynamics_recursive` ({_active_form(kb + 1)}) as its solver costs {pr['part2']:.1f}×; a step with `constrained_dynamics`, the call each slot "
             f"makes, {pr['cd']:.1f}×"
             + (" (with no joint held it runs the Part I recursion, `part_one`)" if PART_ONE else "")
             + f"; + `detect` {pr['cd_det']:.1f}×; the one slot of a quiet quantum (one detect, one solver "
@@ -852,10 +862,11 @@ def reading(single, budget, batched, kkt, prof):
         kern = p["kern"]
         if kern.get("part1") and kern.get("part2"):
             parts.append(
-                f"A Part II call executes {kern['part2'] / kern['part1']:.1f}× as many XLA kernels as a Part I call "
-                f"({kern['part2']:.0f} vs {kern['part1']:.0f}: 12 coefficient groups, degenerate-case rules and "
-                "locking tests per point instead of 4 groups), and with a few flops per kernel the time follows the "
-                "kernel count.")
+                f"At n = {kb + 1} an active-joint call executes {kern['part2'] / kern['part1']:.1f}× as many XLA "
+                f"kernels as a Part I call ({kern['part2']:.0f} vs {kern['part1']:.0f}; "
+                + ("the Part I sweeps for n + 1 right-hand sides and the n x n elimination" if kb + 1 in SCHUR_SIZES
+                   else "12 coefficient groups, degenerate-case rules and locking tests per point instead of 4 groups")
+                + "), and with a few flops per kernel the time follows the kernel count.")
         if pr["one"] > 3.3:
             parts.append(
                 f"So the solver work alone (one call per quantum, ≈ {pr['one']:.1f}× without any bookkeeping) "
@@ -864,12 +875,12 @@ def reading(single, budget, batched, kkt, prof):
             parts.append(
                 f"So in a quiet quantum the solver work alone (one Part I call + one detect, ≈ {pr['one']:.1f}×) "
                 f"is already at the 3× floor, and the bookkeeping ({share:.0f} % of the event quantum) puts it over; "
-                "on the drops the held joints' Part II calls add the rest.")
+                "on the drops the held joints' active-joint calls add the rest.")
         else:
             parts.append(
                 f"So a quiet quantum fits under the 3× floor (solver work ≈ {pr['one']:.1f}×, bookkeeping {share:.0f} % "
-                f"of the event quantum); what exceeds it on the drops are the held joints' Part II calls (a step with "
-                f"the Part II recursion costs {pr['part2']:.1f}× a plain one) and, at small n, the bookkeeping.")
+                f"of the event quantum); what remains on the drops are the held joints' active-joint calls (a step "
+                f"with them costs {pr['part2']:.1f}× a plain one) and, at small n, the bookkeeping.")
     if budget:
         bud = {(b["label"], b["slots"], b["depth"], b["thr"]): b for b in budget}
         q4, q8 = bud.get(("quiet", 4, 3, 1.0)), bud.get(("quiet", 8, 3, 1.0))
