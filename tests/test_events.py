@@ -293,6 +293,23 @@ def test_seed_anomalies_finish_within_the_budget(scenario):
         assert np.asarray(traj.chatter).max() >= float(events.chatter_count)
 
 
+def test_exhausted_budget_finishes_with_a_plain_quantum():
+    """With threshold 0 every trial is rejected until the budget's last slot, which is forced to finish: 3 slots =
+    refresh, rejected trial, forced trial of the whole quantum. Nothing else happening, that is one plain seed
+    quantum (same accelerations, same PD correction), and its end accelerations are cached for the next quantum."""
+    chain = dc.free_chain(3, mass=jnp.array([1.0, 2.0, 0.5, 1.5]), length=0.4)
+    events = dc.Events(chain.n, ground=-100.0, slots=3, threshold=0.0, max_depth=4)
+    state = dc.from_joint_angles(chain, jnp.array([0.3, -0.6, 0.9]), jnp.array([1.0, -2.0, 3.0]), base=(0.0, 1.0))
+    u = dc.Control(tau=jnp.array([0.5, -1.0, 0.3, 0.0]))
+    out, rep = jax.jit(lambda e: dc.event_step(chain, events, e, u, DT))(dc.EventState(state))
+    assert bool(rep.exhausted) and int(rep.slots) == 3 and int(rep.halvings) == 1 and int(rep.events) == 0
+    ref = dc.step(chain, state, u, DT)
+    np.testing.assert_allclose(out.state.x, ref.x, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(out.state.v, ref.v, rtol=0, atol=1e-13)
+    assert float(out.state.t) == float(state.t) + DT and bool(out.fresh)
+    np.testing.assert_allclose(out.a, dc.Recursive()(chain, ref, u, 5 * DT)[0], rtol=0, atol=1e-12)
+
+
 def test_chattering_counter_keeps_a_constraint_on():
     """A constraint released chatter_count times recently is not released (seed §12.2 remedy)."""
     chain = dc.free_chain(3, mass=1.0, length=0.5)
