@@ -6,7 +6,8 @@
 * the ground reaction and the holding torque against statics;
 * contacts and limits against invariants (no penetration, energy lost at impacts, stuck points do not move);
 * the recursive and KKT event solvers against each other along a rollout with events;
-* gradients against central finite differences on an event-free segment, and finite over a fuzz with events.
+* gradients and Hessian-vector products against central finite differences on an event-free segment, and
+  gradients finite over a fuzz with events.
 """
 import equinox as eqx
 import jax
@@ -371,6 +372,19 @@ def test_gradients_match_finite_differences_without_events(rollout_loss):
             minus = [a - eps * (i == arg) * jnp.eye(a.shape[0])[k] for i, a in enumerate(args)]
             fd = (f(*plus, height)[0] - f(*minus, height)[0]) / (2 * eps)
             np.testing.assert_allclose(g[k], fd, rtol=1e-6, atol=1e-7)
+
+
+def test_second_derivatives_match_finite_differences_without_events(rollout_loss):
+    """Forward over reverse through the same 1000 event-free quanta: a Hessian-vector product equals central
+    differences of the gradient (every derivative takes the scan forms of the sweeps, one_chain_form)."""
+    _, grad = rollout_loss
+    th, bv, height = jnp.array([0.3, 0.4, -0.5]), jnp.array([0.5, 3.0]), 6.0
+    w = jnp.array([0.6, -0.3, 1.0])
+    g_th = lambda t: grad(t, bv, height)[0][0]  # noqa: E731
+    hvp = jax.jit(lambda t, w: jax.jvp(g_th, (t,), (w,))[1])(th, w)
+    eps = 1e-5
+    fd = (g_th(th + eps * w) - g_th(th - eps * w)) / (2 * eps)
+    np.testing.assert_allclose(hvp, fd, rtol=1e-6, atol=1e-8)
 
 
 def test_gradients_finite_through_a_long_rollout_with_events(rollout_loss):
