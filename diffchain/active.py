@@ -33,7 +33,7 @@ from .forces import external_forces, external_forces_c
 from .geometry import _pad_diff, link_L, link_omega_c, links_c, wrap_angle
 from .inertia import mass_matrix
 from .model import Chain, Control, State
-from .recursive import _pad1, one_chain_form
+from .recursive import _abcd_sweeps_c, _pad1, one_chain_form
 
 
 def _active_mask(chain: Chain, active):
@@ -415,8 +415,6 @@ def _schur_sweeps(m, r, L, e, Fe, P, a0, active, alpha, sigma, ell):
     then ask S tau = alpha - alpha(a^0) with S_ij = alpha_i(a^j), the joints' compliance matrix (:func:`_held_solve`).
     O(n^2) work in fewer, wider kernels than the Part II sweeps: one chain of 6 points, 1.6x faster (not under vmap,
     where the Part II sweeps are 2-5x faster)."""
-    from .recursive import _abcd_sweeps_c
-
     n = m.shape[0]
     wide = lambda q: jnp.broadcast_to(q[:, None], (n, n + 1))  # noqa: E731
     first = lambda q: jnp.concatenate([q[:, None], jnp.zeros((n, n), q.dtype)], 1)  # noqa: E731  column 0 only

@@ -146,7 +146,7 @@ def _abcd_sweeps_c(m, rx, ry, e, Fx, Fy, p11, p12, p22, a0x, a0y, unrolled=False
         by = n12 * fx + n22 * fy + wy - mu * cy
         return (n11, n12, n22, bx, by), (cx, cy, k, bx, by)
 
-    z = jnp.zeros_like(Fx[0])  # per point a scalar, or a row of right-hand sides (:func:`diffchain.active`)
+    z = jnp.zeros_like(Fx[0])  # per point a scalar, or a row of right-hand sides (:func:`diffchain.active._schur_sweeps`)
     _, (cx, cy, k, bx, by) = _sweep(back, (z,) * 5, (m, rx, ry, e, Fx, Fy, p11, p12, p22, a0x, a0y), unrolled,
                                     reverse=True)
 
