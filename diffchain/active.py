@@ -33,7 +33,8 @@ from .forces import external_forces, external_forces_c
 from .geometry import _pad_diff, link_L, link_omega_c, links_c, wrap_angle
 from .inertia import mass_matrix
 from .model import Chain, Control, State
-from .recursive import _abcd_sweeps_c, _pad1, one_chain_form
+from .batching import one_chain_form
+from .recursive import _abcd_sweeps_c, _pad1
 
 
 def _active_mask(chain: Chain, active):
@@ -445,7 +446,7 @@ part_two_sweeps = one_chain_form(_one_chain_part_two, _part_two_sweeps)
 part_two_sweeps.__doc__ = (
     ":func:`_part_two_sweeps` evaluated on one chain: with ``lax.scan(unroll=True)`` up to ``UNROLL_MAX`` points, by "
     ":func:`_schur_sweeps` for ``SCHUR_SIZES`` points, the scans otherwise; the scans under ``vmap`` and in "
-    "derivatives (:func:`diffchain.recursive.one_chain_form`). On one small chain a scan's carry copies and output "
+    "derivatives (:func:`diffchain.batching.one_chain_form`). On one small chain a scan's carry copies and output "
     "stacking dominate; unrolled, XLA fuses each step (one chain, float64, a Part II call with 1, 2, 3, 4 links: 5.6x, "
     "6.3x, 3.4x, 2.5x faster; at 5 links its fusions recompute shared terms so often that it is slower than the scan, "
     "and the Schur form is 1.6x faster); under ``vmap`` both are slower (unrolled 2.3x at 2 links, Schur 2.3x at 5).")

@@ -37,6 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .active import ActiveRecursive, ActiveSolver
+from .batching import unless_done
 from .forces import external_forces, torque_forces
 from .geometry import _pad_diff, joint_accelerations, joint_velocities, link_angles, links, wrap_angle
 from .inertia import mass_matrix
@@ -347,41 +348,6 @@ def _release_tests(chain: Chain, events: Events, es: EventState, R, tau_w):
     return es.stuck & pull & unlocked[0], es.held & into & unlocked[1]
 
 
-def _unless_done(f, done, c):
-    """``lax.cond(done, identity, f, c)``; under ``vmap``, where that cond would compute ``f`` for every element
-    every time, ``f`` runs (for the whole batch, kept where an element is not done) only while some element is not
-    done. Derivatives take the plain cond."""
-    # the closed-over values (chain, control, ...: tracers of any dtype) become explicit arguments
-    closed, shape = jax.make_jaxpr(f, return_shape=True)(c)
-    consts = closed.consts
-    out_tree = jax.tree.structure(shape)
-
-    def g(c, *consts):
-        return jax.tree.unflatten(out_tree, jax.core.eval_jaxpr(closed.jaxpr, consts, *jax.tree.leaves(c)))
-
-    def plain(done, consts, c):
-        return jax.lax.cond(done, lambda c: c, lambda c: g(c, *consts), c)
-
-    def batched(axis_size, in_batched, done, consts, c):
-        b_done, b_consts, b_c = in_batched
-        c = jax.tree.map(lambda x, b: x if b else jnp.broadcast_to(x, (axis_size,) + x.shape), c, b_c)
-        done = done if b_done else jnp.broadcast_to(done, (axis_size,))
-        axes = [0 if b else None for b in b_consts]
-
-        def run(c):
-            new = jax.vmap(lambda c, *k: g(c, *k), in_axes=(0, *axes))(c, *consts)
-            return jax.tree.map(lambda n, o: jnp.where(done.reshape((-1,) + (1,) * (o.ndim - 1)), o, n), new, c)
-
-        out = jax.lax.cond(jnp.all(done), lambda c: c, run, c)
-        return out, jax.tree.map(lambda _: True, out)
-
-    h = jax.custom_batching.custom_vmap(plain)
-    h.def_vmap(batched)
-    h = jax.custom_jvp(h)
-    h.defjvp(lambda primals, tangents: jax.jvp(plain, primals, tangents))
-    return h(done, consts, c)
-
-
 def event_step(chain: Chain, events: Events, es: EventState, control: Control, dt, *,
                solver: ActiveSolver = ActiveRecursive(), stab_factor: float = 5.0):
     """One quantum of length ``dt`` with contacts, angle limits, anomalies and adaptive halving (seed §7, §12).
@@ -514,7 +480,7 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
     # one lax.scan, run only when needed, whose slots are skipped (lax.cond) once the quantum is complete. The slot is
     # traced twice, not once per slot: compile time and the size of the reverse pass grow with it.
     def body(c, last):
-        return _unless_done(lambda c: slot(c, last), c["t"] >= dt, c), None
+        return unless_done(lambda c: slot(c, last), c["t"] >= dt, c), None
 
     last = jnp.arange(1, events.slots) == events.slots - 1
     c = slot(carry0, jnp.zeros((), bool))

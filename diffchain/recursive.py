@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.ad_checkpoint import checkpoint_name
 
+from .batching import one_chain_form
 from .constraints import _slider_rhs, point_projector, point_projector_c, rod_terms, rod_terms_c
 from .forces import external_forces, external_forces_c
 from .geometry import _pad_diff
@@ -186,22 +187,6 @@ def _sweep(step, init, xs, unrolled, reverse=False):
         kept = jnp.dot(eye, jnp.stack(carry))
         carry = tuple(kept[j] for j in range(len(carry)))
     return carry, jax.tree.map(lambda *y: jnp.stack(y), *ys)
-
-
-def one_chain_form(unrolled, general):
-    """``unrolled`` when evaluated on one chain; ``general`` (the same arithmetic with scans) under ``vmap``, where
-    unrolling costs more than it saves, and in every derivative (``custom_vmap`` has no reverse-mode rule)."""
-    f = jax.custom_batching.custom_vmap(unrolled)
-
-    @f.def_vmap
-    def batched(axis_size, in_batched, *args):
-        in_axes = jax.tree.map(lambda b: 0 if b else None, tuple(in_batched))
-        out = jax.vmap(general, in_axes=in_axes, axis_size=axis_size)(*args)
-        return out, jax.tree.map(lambda _: True, out)
-
-    f = jax.custom_jvp(f)
-    f.defjvp(lambda primals, tangents: jax.jvp(general, primals, tangents))
-    return f
 
 
 abcd_sweeps_c = one_chain_form(
