@@ -48,7 +48,7 @@ def unless_done(f, done, c):
         axes = [0 if b else None for b in b_consts]
 
         def run(c):
-            new = jax.vmap(lambda c, *k: g(c, *k), in_axes=(0, *axes))(c, *consts)
+            new = jax.vmap(g, in_axes=(0, *axes))(c, *consts)
             return jax.tree.map(lambda n, o: jnp.where(done.reshape((-1,) + (1,) * (o.ndim - 1)), o, n), new, c)
 
         out = jax.lax.cond(jnp.all(done), lambda c: c, run, c)
