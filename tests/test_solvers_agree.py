@@ -90,11 +90,13 @@ def test_recursion_is_the_seed_closed_form_for_an_ordinary_joint():
         np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-14)
 
 
-@pytest.mark.parametrize("form", ["scan", "unrolled", "vmap"])
-def test_component_sweeps_are_the_reference_sweeps(form):
+@pytest.mark.parametrize("form", ["scan", "blocked", "unrolled", "vmap"])
+def test_component_sweeps_are_the_reference_sweeps(form, monkeypatch):
     """The hot path (:func:`abcd_sweeps_c`, by components) = the readable matrix sweeps on random inputs with free,
-    slider and guided points and a terminal rod (accelerations and rod tensions, to round-off); in both of its forms,
-    the ``lax.scan`` and the one written out point by point, and through its ``vmap`` rule."""
+    slider and guided points and a terminal rod (accelerations and rod tensions, to round-off); in all of its forms:
+    the ``lax.scan``, the scan over blocks of points (here 2 blocks of 4 after a head of 1), the one written out point
+    by point, and through its ``vmap`` rule."""
+    monkeypatch.setattr(dc.recursive, "SCAN_BLOCK", 4 if form == "blocked" else 1000)
     rng = np.random.default_rng(7)
     n = 9
     m = rng.uniform(0.5, 2.0, n)
