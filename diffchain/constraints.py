@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from .geometry import links_c
+from .geometry import links_c, rod_diff_c
 from .model import Chain, State
 
 
@@ -28,7 +28,7 @@ def rod_terms_c(chain: Chain, X, Y, U, V, stab=None):
     derivative |dv_perp|^2 / |d| so that every solver differentiates the same constraint.
     """
     _, _, rho, inv_rho, rx, ry = links_c(X, Y)
-    dU, dV = U[1:] - U[:-1], V[1:] - V[:-1]
+    dU, dV = rod_diff_c(U, V)
     eps_dot = rx * dU + ry * dV
     e = (dU * dU + dV * dV - eps_dot**2) * inv_rho
     w = _inv(stab)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from .geometry import _pad_diff, joint_velocities, link_omega_c, links_c
+from .geometry import _pad_diff, joint_velocities, link_omega_c, links_c, rod_diff_c
 from .inertia import link_energy, link_gravity
 from .model import Chain, Control, State
 
@@ -51,7 +51,7 @@ def external_forces_c(chain: Chain, X, Y, U, V, control: Control):
     """F^e of the point masses by components (F_x, F_y): gravity + torques (applied and damping -k_omega omega^z)
     + drag + user point forces (seed §4). The links' own weight is added by :func:`external_forces`."""
     _, _, _, inv_rho, rx, ry = links_c(X, Y)
-    omega_z = _pad_diff(link_omega_c(rx, ry, inv_rho, U[1:] - U[:-1], V[1:] - V[:-1]))
+    omega_z = _pad_diff(link_omega_c(rx, ry, inv_rho, *rod_diff_c(U, V)))
     fx, fy = _torque_forces_c(rx, ry, inv_rho, control.tau - chain.k_omega * omega_z)
     drag = chain.k_v * _speed(U, V)
     return fx - drag * U + control.F[:, 0], fy - chain.g * chain.m - drag * V + control.F[:, 1]

@@ -7,6 +7,7 @@ joints with omega_0^o = omega_n^o = 0, so that sum_i tau_i omega_i^z is the powe
 """
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
 from .model import Chain, State
@@ -24,13 +25,42 @@ def perp(v):
     return jnp.stack([-v[..., 1], v[..., 0]], axis=-1)
 
 
+MATERIALISE_MAX = 16  # chains of up to this many points materialise their rod-difference tangents (rod_diff_c)
+
+
+@jax.custom_jvp
+def _materialised(a, b):
+    return a, b
+
+
+@_materialised.defjvp
+def _materialised_jvp(primals, tangents):
+    """The identity, with the tangents (and so, transposed, the cotangents) multiplied by an identity matrix."""
+    t = jnp.concatenate(tangents)
+    t = jnp.dot(t, jnp.eye(t.shape[0], dtype=t.dtype))
+    return primals, tuple(jnp.split(t, 2))
+
+
+def rod_diff_c(X, Y):
+    """X_{k+1} - X_k and Y_{k+1} - Y_k per rod k (positions or velocities by components).
+
+    On chains of up to ``MATERIALISE_MAX`` points their derivatives pass through a product with the identity matrix
+    (exact), which XLA CPU does not fuse. In reverse mode every rod's contribution to the cotangents of its two points
+    is then computed once: otherwise XLA fuses the whole elementwise adjoint of a step into a few loops that
+    re-evaluate each rod's share for every point and component it reaches, without vector instructions. Measured on
+    the reverse gradient of a 1000-step rollout of 256 five-link chains (``experiments/bench.py --only grad``): 17 %
+    less time, grad / forward 5.8 -> 4.8. The values, and the gradient of one chain, are unaffected."""
+    dX, dY = X[1:] - X[:-1], Y[1:] - Y[:-1]
+    return _materialised(dX, dY) if X.shape[0] <= MATERIALISE_MAX else (dX, dY)
+
+
 def links_c(X, Y):
     """:func:`links` by components (X, Y the point coordinates): dX, dY, rho, 1/rho (1 where rho = 0), r_x, r_y.
 
     The component form keeps every quantity a per-point array, so that under ``vmap`` each operation is elementwise on
     batch-contiguous arrays instead of acting on a minor axis of length 2 (XLA CPU runs the latter as many tiny
     kernels); the solvers' hot paths use it, and the (n, 2) functions below are built on it."""
-    dX, dY = X[1:] - X[:-1], Y[1:] - Y[:-1]
+    dX, dY = rod_diff_c(X, Y)
     sq = dX * dX + dY * dY
     pos = sq > 0
     rho = jnp.where(pos, jnp.sqrt(jnp.where(pos, sq, 1.0)), 0.0)
