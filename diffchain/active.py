@@ -34,7 +34,7 @@ from .geometry import _pad_diff, link_L, link_omega_c, links_c, wrap_angle
 from .inertia import mass_matrix
 from .model import Chain, Control, State
 from .batching import one_chain_form
-from .recursive import _abcd_sweeps_c, _pad1
+from .recursive import _abcd_sweeps_c, _pad1, scan_points
 
 
 def _active_mask(chain: Chain, active):
@@ -299,7 +299,7 @@ def active_backward(m, r, L, e, Fe, P, a0, act_next, alpha_next, sigma, ell, unr
     z, no = jnp.zeros((), m.dtype), jnp.zeros((), bool)
     init = (((z,) * 4, (z, z), (z, z), (z, z), z, z), (no, no), (z,) * 8 + (no, no))
     inputs = (1.0 / m, r, L, e, Fe, P, a0, act_next, alpha_next)
-    (_, _, system1), (groups, locks, systems) = jax.lax.scan(step, init, inputs, reverse=True, unroll=unroll)
+    (_, _, system1), (groups, locks, systems) = scan_points(step, init, inputs, reverse=True, unroll=unroll)
     return groups, locks, systems, system1
 
 
@@ -328,7 +328,7 @@ def active_forward(locks, systems, system1, m, r, L, Fe, P, a0, tau1, unroll=Fal
     first = (jax.tree.map(lambda x: x[0], locks), system1) + jax.tree.map(lambda x: x[0], inputs[2:])
     z = jnp.zeros_like(tau1)
     carry, out1 = step((z, z, tau1), first)
-    _, out = jax.lax.scan(step, carry, jax.tree.map(lambda x: x[1:], inputs), unroll=unroll)
+    _, out = scan_points(step, carry, jax.tree.map(lambda x: x[1:], inputs), unroll=unroll)
     a_x, a_y, tau, phi = (jnp.concatenate([o1[None], o]) for o1, o in zip(out1, out))
     return (a_x, a_y), tau, phi
 

@@ -177,10 +177,9 @@ def _sweep(step, init, xs, unrolled, reverse=False):
     computed buffer instead (exact: one 1 per row). Measured on one chain (float64, a rollout step, n = 3, 6, 8 points):
     2.4x, 1.6x, 1.3x faster than the scan with the chain a compile-time constant, 1.9x, 1.3x, 1.1x with it a ``jit``
     argument; compiling takes about twice as long, and beyond n = 8 that outweighs the gain (``UNROLL_MAX``)."""
-    n = jax.tree.leaves(xs)[0].shape[0]
     if not unrolled:
-        return _blocked_scan(step, init, xs, n, reverse) if n >= 2 * SCAN_BLOCK else \
-            jax.lax.scan(step, init, xs, reverse=reverse)
+        return scan_points(step, init, xs, reverse)
+    n = jax.tree.leaves(xs)[0].shape[0]
     eye = jnp.eye(len(init), dtype=init[0].dtype)
     carry, ys = init, [None] * n
     for i in (reversed(range(n)) if reverse else range(n)):
@@ -190,15 +189,19 @@ def _sweep(step, init, xs, unrolled, reverse=False):
     return carry, jax.tree.map(lambda *y: jnp.stack(y), *ys)
 
 
-SCAN_BLOCK = 32  # a long sweep runs as a scan over blocks of this many points (:func:`_blocked_scan`)
+SCAN_BLOCK = 32  # a sweep over 2 * SCAN_BLOCK points or more runs as a scan over blocks of points (scan_points)
 
 
-def _blocked_scan(step, init, xs, n, reverse):
-    """``lax.scan(step, init, xs, reverse=reverse)`` over n points as a scan over blocks of ``SCAN_BLOCK`` points, each
-    an inner scan (the first n mod ``SCAN_BLOCK`` points a scan of their own). On one chain XLA CPU runs a single scan
-    over more than 64 float64 points at about 2.3x the cost per iteration: measured per state in a loop, ~900 ns per
-    point from n = 128 on, against ~390 ns at every n = 32 ... 1024 in blocks of 32 (blocks of 16: 470 ns, of 64:
-    560 ns). Under ``vmap`` it makes no difference (n = 128, 1024; 64 chains)."""
+def scan_points(step, init, xs, reverse=False, unroll=False):
+    """``lax.scan(step, init, xs, reverse=reverse, unroll=unroll)`` over the points of a chain (the leading axis of
+    ``xs``); from 2 ``SCAN_BLOCK`` points on, a scan over blocks of ``SCAN_BLOCK`` points, each an inner scan (the
+    first n mod ``SCAN_BLOCK`` points a scan of their own). On one chain XLA CPU runs a single scan over more than 64
+    float64 points at about 2.3x the cost per iteration: measured per state in a loop, Part I ~900 ns per point from
+    n = 128 on against ~390 ns at every n = 32 ... 1024 in blocks of 32 (blocks of 16: 470 ns, of 64: 560 ns); Part II
+    (:mod:`diffchain.active`) ~2.9 us against ~1.65 us from n = 128 on. Under ``vmap`` it makes no difference (n = 128, 1024; 64 chains)."""
+    n = jax.tree.leaves(xs)[0].shape[0]
+    if n < 2 * SCAN_BLOCK:
+        return jax.lax.scan(step, init, xs, reverse=reverse, unroll=unroll)
     nb, h = divmod(n, SCAN_BLOCK)
     head = jax.tree.map(lambda x: x[:h], xs)
     blocks = jax.tree.map(lambda x: x[h:].reshape((nb, SCAN_BLOCK) + x.shape[1:]), xs)

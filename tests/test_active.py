@@ -111,6 +111,24 @@ def test_recursion_equals_kkt(problem, seed, stab, off_manifold):
     assert _rel(np.asarray(phi1)[free_rod], np.asarray(phi2)[free_rod]) <= 10 * tol, desc
 
 
+@pytest.mark.parametrize("stab", [NO_STAB, 0.05])
+def test_recursion_in_blocks_equals_kkt(stab, monkeypatch):
+    """The Part II sweeps as scans over blocks of points (``recursive.scan_points``, used from 64 points on; here
+    forced at 13 points: 1 point, then 3 blocks of 4) == KKT."""
+    monkeypatch.setattr(dc.recursive, "SCAN_BLOCK", 4)
+    rng = np.random.default_rng(11)
+    chain = dc.pendulum(12)
+    state = perturb(chain, dc.from_joint_angles(chain, rng.uniform(-1, 1, 12), rng.uniform(-1, 1, 12)), rng)
+    control = dc.Control(tau=jnp.asarray(rng.normal(size=13)))
+    active = choose_active(chain, state, control, rng)
+    alpha_w, theta_bar = rng.normal(size=13), rng.uniform(-np.pi, np.pi, 13)
+    a1, phi1, t1 = act.active_dynamics_recursive(chain, state, control, active, alpha_w, theta_bar, stab)
+    a2, phi2, t2 = kkt(chain, state, control, active, alpha_w, theta_bar, stab)
+    assert active.sum() >= 3
+    assert _rel(a1, a2) <= 1e-10 and _rel(np.asarray(t1)[active], np.asarray(t2)[active]) <= 1e-10
+    assert _rel(phi1, phi2) <= 1e-9
+
+
 @given(random_problem(sizes=SIZES), st.integers(0, 2**31), st.booleans(), st.booleans())
 def test_active_joints_follow_the_prescribed_angle_motion(problem, seed, off_manifold, held):
     """Along x + v t + a t^2/2 the joint angle of every active joint has theta'' = alpha^w (exactly, also off the
