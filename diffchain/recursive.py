@@ -195,10 +195,14 @@ SCAN_BLOCK = 32  # a sweep over 2 * SCAN_BLOCK points or more runs as a scan ove
 def scan_points(step, init, xs, reverse=False, unroll=False):
     """``lax.scan(step, init, xs, reverse=reverse, unroll=unroll)`` over the points of a chain (the leading axis of
     ``xs``); from 2 ``SCAN_BLOCK`` points on, a scan over blocks of ``SCAN_BLOCK`` points, each an inner scan (the
-    first n mod ``SCAN_BLOCK`` points a scan of their own). On one chain XLA CPU runs a single scan over more than 64
-    float64 points at about 2.3x the cost per iteration: measured per state in a loop, Part I ~900 ns per point from
-    n = 128 on against ~390 ns at every n = 32 ... 1024 in blocks of 32 (blocks of 16: 470 ns, of 64: 560 ns); Part II
-    (:mod:`diffchain.active`) ~2.9 us against ~1.65 us from n = 128 on. Under ``vmap`` it makes no difference (n = 128, 1024; 64 chains)."""
+    first n mod ``SCAN_BLOCK`` points a scan of their own).
+
+    On one chain, XLA CPU ran the sweeps of the recursions more slowly per point once a single scan covered more than
+    64 points. Measured per state in a loop (float64, n = 32 ... 1024):
+    - Part I: ~900 ns per point from n = 128 on; ~390 ns at every n in blocks of 32 (blocks of 16: 470 ns, of 64: 560 ns);
+    - Part II (:mod:`diffchain.active`): ~2.9 us per point; ~1.65 us in blocks.
+    The Thomas scans of :mod:`diffchain.banded` and the rigid-link sweeps (:func:`abcd_backward_inertial`) showed no
+    such slowdown and keep one scan. Under ``vmap`` blocking makes no difference (n = 128, 1024; 64 chains)."""
     n = jax.tree.leaves(xs)[0].shape[0]
     if n < 2 * SCAN_BLOCK:
         return jax.lax.scan(step, init, xs, reverse=reverse, unroll=unroll)
