@@ -166,6 +166,7 @@ def _abcd_sweeps_c(m, rx, ry, e, Fx, Fy, p11, p12, p22, a0x, a0y, unrolled=False
 
 
 UNROLL_MAX = 8  # a single chain of up to this many points runs its sweeps written out point by point (:func:`_sweep`)
+ROWS_FUSED_MAX = 7  # with rows of right-hand sides, up to this many points the written-out carries are not materialised
 
 
 def _sweep(step, init, xs, unrolled, reverse=False):
@@ -176,7 +177,12 @@ def _sweep(step, init, xs, unrolled, reverse=False):
     with the identity matrix, which XLA CPU does not fuse into the slices that read it, makes each point's carry one
     computed buffer instead (exact: one 1 per row). Measured on one chain (float64, a rollout step, n = 3, 6, 8 points):
     2.4x, 1.6x, 1.3x faster than the scan with the chain a compile-time constant, 1.9x, 1.3x, 1.1x with it a ``jit``
-    argument; compiling takes about twice as long, and beyond n = 8 that outweighs the gain (``UNROLL_MAX``)."""
+    argument; compiling takes about twice as long, and beyond n = 8 that outweighs the gain (``UNROLL_MAX``).
+
+    With a row of right-hand sides per point (:func:`diffchain.active._schur_sweeps`) and up to ``ROWS_FUSED_MAX``
+    points the carries are not materialised: there the product costs more than the recomputation it saves (one chain
+    in a loop: the sweeps of 6 points with 7 right-hand sides 3.6 us with it, 0.5 us without; a whole active-joint
+    call at 6 / 7 / 8 points 5.5 / 6.3 / 9.5 us with it, 3.9 / 5.3 / 13 us without)."""
     if not unrolled:
         return scan_points(step, init, xs, reverse)
     n = jax.tree.leaves(xs)[0].shape[0]
@@ -184,8 +190,9 @@ def _sweep(step, init, xs, unrolled, reverse=False):
     carry, ys = init, [None] * n
     for i in (reversed(range(n)) if reverse else range(n)):
         carry, ys[i] = step(carry, jax.tree.map(lambda x: x[i], xs))
-        kept = jnp.dot(eye, jnp.stack(carry))
-        carry = tuple(kept[j] for j in range(len(carry)))
+        if jnp.ndim(carry[0]) == 0 or n > ROWS_FUSED_MAX:  # rows of right-hand sides, short chain: see above
+            kept = jnp.dot(eye, jnp.stack(carry))
+            carry = tuple(kept[j] for j in range(len(carry)))
     return carry, jax.tree.map(lambda *y: jnp.stack(y), *ys)
 
 
@@ -199,7 +206,7 @@ def scan_points(step, init, xs, reverse=False, unroll=False):
 
     On one chain, XLA CPU ran the sweeps of the recursions more slowly per point once a single scan covered more than
     64 points. Measured per state in a loop (float64, n = 32 ... 1024):
-    - Part I: ~900 ns per point from n = 128 on; ~390 ns at every n in blocks of 32 (blocks of 16: 470 ns, of 64: 560 ns);
+    - Part I: ~900 ns per point from n = 128 on; ~390 ns at every n in blocks of 32 (of 16: 470 ns, of 64: 560 ns);
     - Part II (:mod:`diffchain.active`): ~2.9 us per point; ~1.65 us in blocks.
     The Thomas scans of :mod:`diffchain.banded` and the rigid-link sweeps (:func:`abcd_backward_inertial`) showed no
     such slowdown and keep one scan. Under ``vmap`` blocking makes no difference (n = 128, 1024; 64 chains)."""
