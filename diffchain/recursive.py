@@ -166,23 +166,23 @@ def _abcd_sweeps_c(m, rx, ry, e, Fx, Fy, p11, p12, p22, a0x, a0y, unrolled=False
 
 
 UNROLL_MAX = 8  # a single chain of up to this many points runs its sweeps written out point by point (:func:`_sweep`)
-ROWS_FUSED_MAX = 7  # with rows of right-hand sides, up to this many points the written-out carries are not materialised
+FUSED_MAX = 5  # written out, up to this many points the carries are left to XLA's fusion (:func:`_sweep`) ...
+ROWS_FUSED_MAX = 7  # ... and up to this many with a row of right-hand sides per point
 
 
 def _sweep(step, init, xs, unrolled, reverse=False):
     """``lax.scan(step, init, xs, reverse=reverse)``, or with ``unrolled`` the same written out point by point.
 
-    On one small chain XLA CPU spends most of a scan on copying its carry and stacking its outputs. Written out, it
-    would fuse the whole sweep into a few kernels that recompute every point's carry once per later use; a product
-    with the identity matrix, which XLA CPU does not fuse into the slices that read it, makes each point's carry one
-    computed buffer instead (exact: one 1 per row). Measured on one chain (float64, a rollout step, n = 3, 6, 8 points):
-    2.4x, 1.6x, 1.3x faster than the scan with the chain a compile-time constant, 1.9x, 1.3x, 1.1x with it a ``jit``
-    argument; compiling takes about twice as long, and beyond n = 8 that outweighs the gain (``UNROLL_MAX``).
-
-    With a row of right-hand sides per point (:func:`diffchain.active._schur_sweeps`) and up to ``ROWS_FUSED_MAX``
-    points the carries are not materialised: there the product costs more than the recomputation it saves (one chain
-    in a loop: the sweeps of 6 points with 7 right-hand sides 3.6 us with it, 0.5 us without; a whole active-joint
-    call at 6 / 7 / 8 points 5.5 / 6.3 / 9.5 us with it, 3.9 / 5.3 / 13 us without)."""
+    On one small chain XLA CPU spends most of a scan on copying its carry and stacking its outputs. Written out, XLA
+    fuses the whole sweep into a few kernels that recompute every point's carry once per later use: for up to
+    ``FUSED_MAX`` points that is the fastest form. Beyond, a product with the identity matrix, which XLA CPU does not
+    fuse into the slices that read it, makes each point's carry one computed buffer instead (exact: one 1 per row).
+    Measured on a rollout step of one chain (float64, the chain a ``jit`` argument), n = 2, 3, 4, 5, 6 points: 0.28,
+    0.41, 0.63, 1.33, 3.0 us left to fusion, 0.48, 0.79, 1.21, 1.59, 2.05 us with the product; with the product it was
+    1.9x, 1.3x, 1.1x faster than the scan at n = 3, 6, 8. Compiling takes about twice as long as the scan's, and
+    beyond n = 8 that outweighs the gain (``UNROLL_MAX``). With a row of right-hand sides per point
+    (:func:`diffchain.active._schur_sweeps`) fusion wins up to ``ROWS_FUSED_MAX`` points (an active-joint call at 6 / 7
+    / 8 points: 3.9 / 5.3 / 13 us fused, 5.5 / 6.3 / 9.5 us with the product)."""
     if not unrolled:
         return scan_points(step, init, xs, reverse)
     n = jax.tree.leaves(xs)[0].shape[0]
@@ -190,7 +190,7 @@ def _sweep(step, init, xs, unrolled, reverse=False):
     carry, ys = init, [None] * n
     for i in (reversed(range(n)) if reverse else range(n)):
         carry, ys[i] = step(carry, jax.tree.map(lambda x: x[i], xs))
-        if jnp.ndim(carry[0]) == 0 or n > ROWS_FUSED_MAX:  # rows of right-hand sides, short chain: see above
+        if n > (ROWS_FUSED_MAX if jnp.ndim(carry[0]) else FUSED_MAX):
             kept = jnp.dot(eye, jnp.stack(carry))
             carry = tuple(kept[j] for j in range(len(carry)))
     return carry, jax.tree.map(lambda *y: jnp.stack(y), *ys)
