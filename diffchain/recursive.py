@@ -186,11 +186,12 @@ def _sweep(step, init, xs, unrolled, reverse=False):
     if not unrolled:
         return scan_points(step, init, xs, reverse)
     n = jax.tree.leaves(xs)[0].shape[0]
+    fused = n <= (ROWS_FUSED_MAX if jnp.ndim(init[0]) else FUSED_MAX)
     eye = jnp.eye(len(init), dtype=init[0].dtype)
     carry, ys = init, [None] * n
     for i in (reversed(range(n)) if reverse else range(n)):
         carry, ys[i] = step(carry, jax.tree.map(lambda x: x[i], xs))
-        if n > (ROWS_FUSED_MAX if jnp.ndim(carry[0]) else FUSED_MAX):
+        if not fused:
             kept = jnp.dot(eye, jnp.stack(carry))
             carry = tuple(kept[j] for j in range(len(carry)))
     return carry, jax.tree.map(lambda *y: jnp.stack(y), *ys)
