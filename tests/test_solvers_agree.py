@@ -90,15 +90,15 @@ def test_recursion_is_the_seed_closed_form_for_an_ordinary_joint():
         np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-14)
 
 
-@pytest.mark.parametrize("form", ["scan", "blocked", "unrolled", "vmap"])
+@pytest.mark.parametrize("form", ["scan", "blocked", "unrolled", "fused", "vmap"])
 def test_component_sweeps_are_the_reference_sweeps(form, monkeypatch):
     """The hot path (:func:`abcd_sweeps_c`, by components) = the readable matrix sweeps on random inputs with free,
     slider and guided points and a terminal rod (accelerations and rod tensions, to round-off); in all of its forms:
     the ``lax.scan``, the scan over blocks of points (here 2 blocks of 4 after a head of 1), the one written out point
-    by point, and through its ``vmap`` rule."""
+    by point (its carries materialised at 9 points, left to fusion at 5), and through its ``vmap`` rule."""
     monkeypatch.setattr(dc.recursive, "SCAN_BLOCK", 4 if form == "blocked" else 1000)
     rng = np.random.default_rng(7)
-    n = 9
+    n = 5 if form == "fused" else 9
     m = rng.uniform(0.5, 2.0, n)
     ang = rng.uniform(0, 2 * np.pi, n)
     r = np.stack([np.cos(ang), np.sin(ang)], -1)
@@ -119,6 +119,6 @@ def test_component_sweeps_are_the_reference_sweeps(form, monkeypatch):
     if form == "vmap":
         ax, ay, phi = (o[0] for o in jax.vmap(dc.recursive.abcd_sweeps_c)(*(x[None] for x in args)))
     else:
-        ax, ay, phi = dc.recursive._abcd_sweeps_c(*args, unrolled=form == "unrolled")
+        ax, ay, phi = dc.recursive._abcd_sweeps_c(*args, unrolled=form in ("unrolled", "fused"))
     np.testing.assert_allclose(np.stack([ax, ay], -1), a_ref, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(phi[:-1], np.sum(r[:-1] * np.asarray(Fd)[1:], -1), rtol=1e-12, atol=1e-12)
