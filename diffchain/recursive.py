@@ -179,7 +179,7 @@ def _sweep(step, init, xs, unrolled, reverse=False):
     fuse into the slices that read it, makes each point's carry one computed buffer instead (exact: one 1 per row).
     Measured on a rollout step of one chain (float64, the chain a ``jit`` argument), n = 2, 3, 4, 5, 6 points: 0.28,
     0.41, 0.63, 1.33, 3.0 us left to fusion, 0.48, 0.79, 1.21, 1.59, 2.05 us with the product; with the product it was
-    1.9x, 1.3x, 1.1x faster than the scan at n = 3, 6, 8. Compiling takes about twice as long as the scan's, and
+    1.9x, 1.3x, 1.1x faster than the scan at n = 3, 6, 8, but took about twice as long as the scan to compile, and
     beyond n = 8 that outweighs the gain (``UNROLL_MAX``). With a row of right-hand sides per point
     (:func:`diffchain.active._schur_sweeps`) fusion wins up to ``ROWS_FUSED_MAX`` points (an active-joint call at 6 / 7
     / 8 points: 3.9 / 5.3 / 13 us fused, 5.5 / 6.3 / 9.5 us with the product)."""
@@ -187,11 +187,11 @@ def _sweep(step, init, xs, unrolled, reverse=False):
         return scan_points(step, init, xs, reverse)
     n = jax.tree.leaves(xs)[0].shape[0]
     fused = n <= (ROWS_FUSED_MAX if jnp.ndim(init[0]) else FUSED_MAX)
-    eye = jnp.eye(len(init), dtype=init[0].dtype)
+    eye = None if fused else jnp.eye(len(init), dtype=init[0].dtype)
     carry, ys = init, [None] * n
     for i in (reversed(range(n)) if reverse else range(n)):
         carry, ys[i] = step(carry, jax.tree.map(lambda x: x[i], xs))
-        if not fused:
+        if eye is not None:
             kept = jnp.dot(eye, jnp.stack(carry))
             carry = tuple(kept[j] for j in range(len(carry)))
     return carry, jax.tree.map(lambda *y: jnp.stack(y), *ys)

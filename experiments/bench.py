@@ -243,9 +243,10 @@ def section_fd():
         ok = [("meets" if q <= 40 else "MISSES") + " " + w for q, w in ((rc, "per call"), (rl, "in loop"))]
         R.add(f"\nRecursion t(1024)/t(32) = **{rc:.1f}** per call (**{rl:.1f}** in loop); linear would be 32, target "
               f"≤ 40: {', '.join(ok)}. Per-point cost at n = 1024: {rec[1024]['call'] / 1024 * 1e9:.0f} ns per call, "
-              f"{rec[1024]['loop'] / 1024 * 1e9:.0f} ns in loop. Both sweeps are `lax.scan`s over the points (from n = 64 "
-              "scans over blocks of 32 points, `recursive.scan_points`), so a single state costs ~n sequential loop iterations of a few tiny kernels each: the per-point cost is the "
-              "XLA CPU while-loop/kernel-launch overhead, not arithmetic.")
+              f"{rec[1024]['loop'] / 1024 * 1e9:.0f} ns in loop. Both sweeps are `lax.scan`s over the points (from "
+              "n = 64 scans over blocks of 32 points, `recursive.scan_points`), so a single state costs ~n sequential "
+              "loop iterations of a few tiny kernels each: the per-point cost is the XLA CPU while-loop/kernel-launch "
+              "overhead, not arithmetic.")
     if len(res["KKT"]) >= 2:
         a, b = res["KKT"][-2], res["KKT"][-1]
         R.add(f"KKT growth from n = {a['n']} to {b['n']}: ×{b['call'] / a['call']:.1f} per call "

@@ -96,7 +96,8 @@ def test_component_sweeps_are_the_reference_sweeps(form, monkeypatch):
     slider and guided points and a terminal rod (accelerations and rod tensions, to round-off); in all of its forms:
     the ``lax.scan``, the scan over blocks of points (here 2 blocks of 4 after a head of 1), the one written out point
     by point (its carries materialised at 9 points, left to fusion at 5), and through its ``vmap`` rule."""
-    monkeypatch.setattr(dc.recursive, "SCAN_BLOCK", 4 if form == "blocked" else 1000)
+    if form == "blocked":
+        monkeypatch.setattr(dc.recursive, "SCAN_BLOCK", 4)
     rng = np.random.default_rng(7)
     n = 5 if form == "fused" else 9
     m = rng.uniform(0.5, 2.0, n)
