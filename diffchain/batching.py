@@ -2,7 +2,7 @@
 
 One chain and a ``vmap``-ed batch of chains want different programs on XLA CPU: written-out sweeps are fast on one
 chain and slow under ``vmap`` (:func:`one_chain_form`); a ``lax.cond`` skips work on one chain but under ``vmap``
-becomes a select that always computes both branches (:func:`unless_done`).
+becomes a select that always computes both branches (:func:`rare_cond`, :func:`unless_done`).
 """
 from __future__ import annotations
 
@@ -26,36 +26,79 @@ def one_chain_form(unrolled, general):
     return f
 
 
-def unless_done(f, done, c):
-    """``lax.cond(done, identity, f, c)``; under ``vmap``, where that cond would compute ``f`` for every element
-    every time, ``f`` runs (for the whole batch, kept where an element is not done) only while some element is not
-    done. Derivatives take the plain cond."""
-    # the closed-over values (chain, control, ...: tracers of any dtype) become explicit arguments
-    closed, shape = jax.make_jaxpr(f, return_shape=True)(c)
-    consts = closed.consts
+def _explicit(f, operand):
+    """``f`` as g(consts, operand): its closed-over values (chain, control, ...: tracers of any dtype) become the
+    explicit argument ``consts``, so that a batching rule sees which of them are batched."""
+    closed, shape = jax.make_jaxpr(f, return_shape=True)(operand)
     out_tree = jax.tree.structure(shape)
 
-    def g(c, *consts):
-        return jax.tree.unflatten(out_tree, jax.core.eval_jaxpr(closed.jaxpr, consts, *jax.tree.leaves(c)))
+    def g(consts, x):
+        return jax.tree.unflatten(out_tree, jax.core.eval_jaxpr(closed.jaxpr, consts, *jax.tree.leaves(x)))
 
-    def plain(done, consts, c):
-        return jax.lax.cond(done, lambda c: c, lambda c: g(c, *consts), c)
+    return g, closed.consts
 
-    def batched(axis_size, in_batched, done, consts, c):
-        b_done, b_consts, b_c = in_batched
-        c = jax.tree.map(lambda x, b: x if b else jnp.broadcast_to(x, (axis_size,) + x.shape), c, b_c)
-        done = done if b_done else jnp.broadcast_to(done, (axis_size,))
-        axes = [0 if b else None for b in b_consts]
 
-        def run(c):
-            new = jax.vmap(g, in_axes=(0, *axes))(c, *consts)
-            return jax.tree.map(lambda n, o: jnp.where(done.reshape((-1,) + (1,) * (o.ndim - 1)), o, n), new, c)
+def sparse_size(axis_size):
+    """How many elements of a batch of ``axis_size`` the rare branch of :func:`rare_cond` gathers: 1/16 of the batch,
+    at least 8 (a batch of up to 16 takes the dense form)."""
+    return max(8, axis_size // 16)
 
-        out = jax.lax.cond(jnp.all(done), lambda c: c, run, c)
+
+def rare_cond(pred, rare, common, operand):
+    """``lax.cond(pred, rare, common, operand)`` for a branch ``rare`` that few elements of a batch take.
+
+    On one chain it is that cond. Under ``vmap``, where the cond would become a select that computes both branches
+    for every element, ``common`` runs for the whole batch and ``rare`` only where ``pred``: not at all when no element
+    takes it; on the (at most :func:`sparse_size`) elements that take it, gathered into a small batch and scattered
+    back, when few do; for the whole batch (kept where ``pred``) when many do. Each element's result is what the
+    cond gives it. Derivatives take the plain cond (``custom_vmap`` has no reverse-mode rule), so that the gradient of
+    a batch is ``vmap(grad(f))``: ``grad`` of a ``vmap`` fails with JAX's "Transpose rule ... for 'stop_gradient'"
+    (jax-ml/jax#22011: a ``vmap``-ed cond inside a ``custom_jvp`` rule is not transposable)."""
+    g1, k1 = _explicit(rare, operand)
+    g0, k0 = _explicit(common, operand)
+
+    def plain(pred, k1, k0, x):
+        return jax.lax.cond(pred, lambda x: g1(k1, x), lambda x: g0(k0, x), x)
+
+    def batched(axis_size, in_batched, pred, k1, k0, x):
+        b_pred, b_k1, b_k0, b_x = in_batched
+        x = jax.tree.map(lambda v, b: v if b else jnp.broadcast_to(v, (axis_size,) + v.shape), x, b_x)
+        pred = pred if b_pred else jnp.broadcast_to(pred, (axis_size,))
+        axes = lambda bs: [0 if b else None for b in bs]  # noqa: E731
+        on_all = lambda g, k, bk: lambda x: jax.vmap(g, in_axes=(axes(bk), 0), axis_size=axis_size)(k, x)  # noqa: E731
+        common_all = on_all(g0, k0, b_k0)
+
+        def keep(p, new, old):
+            return jax.tree.map(lambda n, o: jnp.where(p.reshape((-1,) + (1,) * (o.ndim - 1)), n, o), new, old)
+
+        def dense(x):
+            return keep(pred, on_all(g1, k1, b_k1)(x), common_all(x))
+
+        size = sparse_size(axis_size)
+
+        def sparse(x):
+            idx = jnp.nonzero(pred, size=size, fill_value=axis_size)[0]  # the fill index is out of range: dropped
+            take = jnp.minimum(idx, axis_size - 1)
+            k1_sub = [v[take] if b else v for v, b in zip(k1, b_k1)]
+            sub = jax.vmap(g1, in_axes=(axes(b_k1), 0), axis_size=size)(k1_sub, jax.tree.map(lambda v: v[take], x))
+            return jax.tree.map(lambda o, n: o.at[idx].set(n, mode="drop"), common_all(x), sub)
+
+        count = jnp.sum(pred)
+        if size >= axis_size:
+            out = jax.lax.cond(count == 0, common_all, dense, x)
+        else:
+            branch = jnp.where(count == 0, 0, jnp.where(count <= size, 1, 2))
+            out = jax.lax.switch(branch, [common_all, sparse, dense], x)
         return out, jax.tree.map(lambda _: True, out)
 
     h = jax.custom_batching.custom_vmap(plain)
     h.def_vmap(batched)
     h = jax.custom_jvp(h)
     h.defjvp(lambda primals, tangents: jax.jvp(plain, primals, tangents))
-    return h(done, consts, c)
+    return h(pred, k1, k0, operand)
+
+
+def unless_done(f, done, c):
+    """``lax.cond(done, identity, f, c)``: :func:`rare_cond` with the identity as the common branch. Under ``vmap``
+    ``f`` runs only for the elements that are not done (gathered when they are few)."""
+    return rare_cond(~done, f, lambda c: c, c)

@@ -25,9 +25,11 @@ a sub-quantum with the seed's constant acceleration, then accelerations at its e
 trial that crossed a contact or limit is cut at the event time, found from the seed's quadratic, and the slot's solver
 call is the impulse). A quiet quantum takes two slots, or one when it starts with the accelerations that the last
 quantum's final call found there under the same control ("first same as last", :class:`EventState`); the rest are
-skipped (``lax.cond``; under ``vmap`` they are computed and masked). A last forced slot finishes the quantum whatever
-happened, so every quantum advances exactly dt;
-the report says when the budget ran out. No ``while_loop``: everything is reverse-differentiable.
+skipped (:func:`diffchain.batching.unless_done`; under ``vmap`` they run only on the chains that need them, gathered
+into a small batch when they are few, and so do the other rarely needed parts: the held-joint solver, the event times,
+the reactions; :func:`diffchain.batching.rare_cond`). A last forced slot finishes the quantum whatever happened, so
+every quantum advances exactly dt; the report says when the budget ran out. No ``while_loop``: everything is
+reverse-differentiable (for a batch: ``vmap`` of ``grad``, see :func:`diffchain.batching.rare_cond`).
 """
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .active import ActiveRecursive, ActiveSolver
-from .batching import unless_done
+from .batching import rare_cond, unless_done
 from .forces import external_forces, torque_forces
 from .geometry import _pad_diff, joint_accelerations, joint_velocities, link_angles, links, wrap_angle
 from .inertia import mass_matrix
@@ -240,8 +242,8 @@ def constrained_dynamics(chain: Chain, events: Events, es: EventState, x, v, t, 
         a, phi = solver.part_one(ch, s_in, u, stab_in)
         return a, phi, jnp.zeros_like(alpha_w)
 
-    a, phi, tau_w = jax.lax.cond(jnp.any(held), lambda _: solver(ch, s_in, u, held, alpha_w, theta_bar, stab_in),
-                                 part_one, None)
+    a, phi, tau_w = rare_cond(jnp.any(held), lambda _: solver(ch, s_in, u, held, alpha_w, theta_bar, stab_in),
+                              part_one, None)
 
     def reactions(_):
         _, _, r = links(x)
@@ -249,7 +251,7 @@ def constrained_dynamics(chain: Chain, events: Events, es: EventState, x, v, t, 
         return _mass_times(chain, a) - external_forces(ch, s_in, u) - rods - torque_forces(x, tau_w)
 
     # R vanishes (exactly, instead of to round-off) where no point is guided, stuck or on a line
-    R = jax.lax.cond(jnp.any(ch.guided | chain.slider_mask), reactions, lambda _: jnp.zeros_like(a), None)
+    R = rare_cond(jnp.any(ch.guided | chain.slider_mask), reactions, lambda _: jnp.zeros_like(a), None)
     return a, tau_w, R
 
 
@@ -328,7 +330,7 @@ def detect(chain: Chain, events: Events, es: EventState, x, v, a, h):
         full = jnp.full((n,), h)
         return full, jnp.zeros((n,), int), full, full
 
-    s_c, k, s_hi, s_lo = jax.lax.cond(jnp.any(hit_c) | jnp.any(hit_hi | hit_lo), times, none, None)
+    s_c, k, s_hi, s_lo = rare_cond(jnp.any(hit_c) | jnp.any(hit_hi | hit_lo), times, none, None)
     side = jnp.where(s_hi <= s_lo, 1.0, -1.0).astype(x.dtype)
     return (s_c, hit_c, k), (jnp.minimum(s_hi, s_lo), hit_hi | hit_lo, side)
 
@@ -465,7 +467,7 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
             back_l = left[1] & ~es_new.held & (es_new.side * (joint_velocities(State(x, v)) + dt * alpha) > 0)
             return jnp.stack([back_c, back_l])
 
-        back = jax.lax.cond(refresh & jnp.any(left), heads_back, lambda _: jnp.zeros_like(left), None)
+        back = rare_cond(refresh & jnp.any(left), heads_back, lambda _: jnp.zeros_like(left), None)
         lock = jnp.where(back, jnp.e * events.chatter_count, es_new.chatter)
         es_new = eqx.tree_at(lambda e: (e.stuck, e.held, e.chatter), es_new,
                              (es_new.stuck | back[0], es_new.held | back[1], jnp.maximum(es_new.chatter, lock)))
@@ -484,7 +486,7 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
 
     last = jnp.arange(1, events.slots) == events.slots - 1
     c = slot(carry0, jnp.zeros((), bool))
-    c = jax.lax.cond(c["t"] >= dt, lambda c: c, lambda c: jax.lax.scan(body, c, last)[0], c)
+    c = unless_done(lambda c: jax.lax.scan(body, c, last)[0], c["t"] >= dt, c)
     u = jax.tree_util.tree_map(lambda p, q: p.astype(q.dtype), control, es.control)
     es_out = eqx.tree_at(_cache, c["es"], (c["a"], c["tau_w"], c["R"], u, c["valid"]), is_leaf=_none)
     es_out = eqx.tree_at(lambda e: e.chatter, es_out, es_out.chatter * jnp.exp(-1.0 / events.chatter_window))

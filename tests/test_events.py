@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import diffchain as dc
+from diffchain.batching import sparse_size
 from diffchain import events as ev
 from diffchain.active import joint_rows
 
@@ -326,21 +327,28 @@ def test_chattering_counter_keeps_a_constraint_on():
 
 
 def test_batch_with_different_event_states_matches_single_runs():
-    """vmap over states whose contact and limit sets differ element by element = the same runs one by one."""
+    """vmap over states whose contact and limit sets differ element by element = the same runs one by one. 20 chains,
+    of which only a few land: the quanta where a few need more than one slot run those on the gathered elements
+    (diffchain.batching.rare_cond), the first quantum (every chain refreshes) on the whole batch."""
     chain = dc.free_chain(3, mass=1.0, length=0.4)
     lo, hi = interior_limits(chain.n)
     events = dc.Events(chain.n, ground=0.0, theta_min=lo, theta_max=hi)
     rng = np.random.default_rng(3)
+    heights = [1.3, 1.5, 1.9, 1.4] + [6.0] * 16
     states = [dc.from_joint_angles(chain, jnp.asarray(rng.uniform(-1, 1, 3)), base=(0.0, h), base_velocity=(0.0, -2.0))
-              for h in (1.3, 1.5, 1.9)]
+              for h in heights]
     batch = jax.tree_util.tree_map(lambda *a: jnp.stack(a), *[dc.EventState(s) for s in states])
     run = jax.jit(lambda e: dc.event_rollout(chain, events, e, None, DT, n_steps=300))
     finals, (_, reps) = jax.vmap(run)(batch)
     assert len({int(k) for k in np.asarray(reps.events).sum(1)}) > 1, "the elements should see different events"
+    busy = np.sum(np.asarray(reps.slots) > 1, axis=0)  # chains that need more than one slot, per quantum
+    size = sparse_size(len(states))
+    assert busy.max() > size and np.any((busy > 0) & (busy <= size)), "both the dense and the gathered form should run"
     for i, s in enumerate(states):
-        final, _ = run(dc.EventState(s))
+        final, (_, rep) = run(dc.EventState(s))
         np.testing.assert_allclose(finals.state.x[i], final.state.x, atol=1e-12)
         np.testing.assert_array_equal(finals.stuck[i], final.stuck)
+        np.testing.assert_array_equal(reps.slots[i], rep.slots)
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,82 @@
+"""diffchain.batching.rare_cond: under vmap it gathers the few elements that take the rare branch; every element must
+get what lax.cond gives it, whether none, few or many elements take that branch, and derivatives must be the cond's."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from diffchain.batching import rare_cond, sparse_size, unless_done
+
+B = 40  # sparse_size(40) = 8: up to 8 elements take the gathered form, more the dense one
+C = jnp.asarray(0.3)  # an unbatched value closed over by the branches
+
+
+def branches(k):
+    """A rare branch and a common one of different cost that close over a batched k and the unbatched C."""
+    def rare(x):
+        return {"y": jnp.sin(x["y"]) * k + C * jnp.cumsum(x["y"]), "i": x["i"] + 1}
+
+    def common(x):
+        return {"y": 2.0 * x["y"] - k, "i": x["i"]}
+
+    return rare, common
+
+
+def with_rare_cond(p, k, x):
+    rare, common = branches(k)
+    return rare_cond(p, rare, common, x)
+
+
+def with_lax_cond(p, k, x):
+    rare, common = branches(k)
+    return jax.lax.cond(p, rare, common, x)
+
+
+@pytest.mark.parametrize("taken", [0, 1, 5, sparse_size(B), sparse_size(B) + 1, B])
+def test_rare_cond_under_vmap_equals_the_cond(taken):
+    assert sparse_size(B) < B
+    rng = np.random.default_rng(taken)
+    p = np.zeros(B, bool)
+    p[rng.permutation(B)[:taken]] = True
+    k = jnp.asarray(rng.normal(size=B))
+    x = {"y": jnp.asarray(rng.normal(size=(B, 3))), "i": jnp.arange(B)}
+    got = jax.jit(jax.vmap(with_rare_cond))(jnp.asarray(p), k, x)
+    want = jax.vmap(with_lax_cond)(jnp.asarray(p), k, x)
+    np.testing.assert_allclose(got["y"], want["y"], rtol=1e-14, atol=0)
+    np.testing.assert_array_equal(got["i"], want["i"])
+    np.testing.assert_array_equal(got["i"], np.arange(B) + p)  # and the rare branch ran exactly where p
+
+    # derivatives: the plain cond's, per element (vmap of grad)
+    def loss(f):
+        return lambda p, k, y: jnp.sum(f(p, k, {"y": y, "i": jnp.zeros((), int)})["y"] ** 2)
+
+    got = jax.vmap(jax.grad(loss(with_rare_cond), (1, 2)))(jnp.asarray(p), k, x["y"])
+    want = jax.vmap(jax.grad(loss(with_lax_cond), (1, 2)))(jnp.asarray(p), k, x["y"])
+    for g, h in zip(got, want):
+        np.testing.assert_allclose(g, h, rtol=1e-13)
+
+
+@pytest.mark.xfail(raises=NotImplementedError, strict=True,
+                   reason="jax-ml/jax#22011: grad of a vmap of a custom_jvp whose rule has a batched-predicate cond")
+def test_grad_of_vmap_is_a_jax_limitation():
+    """The README tells users to take vmap(grad(...)) of an event rollout. When JAX fixes its issue 22011 this test
+    fails (strict xfail), and the README's advice can go."""
+    p, k = jnp.arange(4) % 2 == 0, jnp.ones(4)
+    jax.grad(lambda k: jnp.sum(jax.vmap(with_rare_cond)(p, k, {"y": k[:, None], "i": jnp.zeros(4, int)})["y"]))(k)
+
+
+def test_unbatched_predicate_and_one_element():
+    k = jnp.asarray([0.5, -1.0])
+    x = {"y": jnp.ones((2, 3)), "i": jnp.zeros(2, int)}
+    for p in (True, False):
+        got = jax.vmap(lambda k, x: with_rare_cond(jnp.asarray(p), k, x))(k, x)
+        want = jax.vmap(lambda k, x: with_lax_cond(jnp.asarray(p), k, x))(k, x)
+        np.testing.assert_allclose(got["y"], want["y"], rtol=1e-14)
+        one = with_rare_cond(jnp.asarray(p), k[0], jax.tree.map(lambda v: v[0], x))
+        np.testing.assert_allclose(one["y"], want["y"][0], rtol=1e-14)
+
+
+def test_unless_done_runs_only_the_elements_not_done():
+    done = jnp.arange(B) % 7 == 0
+    out = jax.vmap(lambda d, c: unless_done(lambda c: c + 1, d, c))(done, jnp.zeros(B, int))
+    np.testing.assert_array_equal(out, ~done)
