@@ -6,8 +6,29 @@ becomes a select that always computes both branches (:func:`rare_cond`, :func:`u
 """
 from __future__ import annotations
 
+import os
+
 import jax
 import jax.numpy as jnp
+from jax.interpreters import ad
+
+
+def _stop_gradient_transposes_to_zero():
+    """Give ``stop_gradient`` a transpose rule, the zero cotangent, unless JAX has one (set on import; opt out:
+    DIFFCHAIN_KEEP_JAX_RULES=1).
+
+    A ``vmap``-ed ``lax.cond`` whose predicate differs by element passes its operands through ``stop_gradient`` for
+    the branches an element does not take. Inside a ``custom_jvp`` rule (:func:`rare_cond` keeps derivatives on the
+    plain cond) those operands are tangents, and reverse mode must transpose ``stop_gradient``, for which JAX has no
+    rule (jax-ml/jax#22011): ``grad`` of a ``vmap`` of an event rollout failed. The zero cotangent is what
+    ``stop_gradient`` means there: nothing flows back into a branch an element does not take, even where that branch
+    is not finite. Only programs that JAX refuses otherwise are changed."""
+    if os.environ.get("DIFFCHAIN_KEEP_JAX_RULES") or jax.lax.stop_gradient_p in ad.primitive_transposes:
+        return
+    ad.primitive_transposes[jax.lax.stop_gradient_p] = lambda ct, x: [None]
+
+
+_stop_gradient_transposes_to_zero()
 
 
 def one_chain_form(unrolled, general):
@@ -44,16 +65,16 @@ def sparse_size(axis_size):
     return max(8, axis_size // 16)
 
 
-def rare_cond(pred, rare, common, operand):
+def rare_cond(pred, rare, common, operand, gather=True):
     """``lax.cond(pred, rare, common, operand)`` for a branch ``rare`` that few elements of a batch take.
 
     On one chain it is that cond. Under ``vmap``, where the cond would become a select that computes both branches
     for every element, ``common`` runs for the whole batch and ``rare`` only where ``pred``: not at all when no element
-    takes it; on the (at most :func:`sparse_size`) elements that take it, gathered into a small batch and scattered
-    back, when few do; for the whole batch (kept where ``pred``) when many do. Each element's result is what the
-    cond gives it. Derivatives take the plain cond (``custom_vmap`` has no reverse-mode rule), so that the gradient of
-    a batch is ``vmap(grad(f))``: ``grad`` of a ``vmap`` fails with JAX's "Transpose rule ... for 'stop_gradient'"
-    (jax-ml/jax#22011: a ``vmap``-ed cond inside a ``custom_jvp`` rule is not transposable)."""
+    takes it; with ``gather``, on the (at most :func:`sparse_size`) elements that take it, gathered into a small batch
+    and scattered back, when few do; otherwise for the whole batch (kept where ``pred``). Each element's result is
+    what the cond gives it. The gathered form is a second copy of ``rare`` in the program: nested ``gather``s multiply
+    the compile time. Derivatives take the plain cond (``custom_vmap`` has no reverse-mode rule; ``grad`` of a ``vmap``
+    needs :func:`_stop_gradient_transposes_to_zero`)."""
     g1, k1 = _explicit(rare, operand)
     g0, k0 = _explicit(common, operand)
 
@@ -84,7 +105,7 @@ def rare_cond(pred, rare, common, operand):
             return jax.tree.map(lambda o, n: o.at[idx].set(n, mode="drop"), common_all(x), sub)
 
         count = jnp.sum(pred)
-        if size >= axis_size:
+        if size >= axis_size or not gather:
             out = jax.lax.cond(count == 0, common_all, dense, x)
         else:
             branch = jnp.where(count == 0, 0, jnp.where(count <= size, 1, 2))
@@ -98,7 +119,7 @@ def rare_cond(pred, rare, common, operand):
     return h(pred, k1, k0, operand)
 
 
-def unless_done(f, done, c):
+def unless_done(f, done, c, gather=True):
     """``lax.cond(done, identity, f, c)``: :func:`rare_cond` with the identity as the common branch. Under ``vmap``
-    ``f`` runs only for the elements that are not done (gathered when they are few)."""
-    return rare_cond(~done, f, lambda c: c, c)
+    ``f`` runs only while some element is not done (only on those elements, with ``gather``, when they are few)."""
+    return rare_cond(~done, f, lambda c: c, c, gather)

@@ -243,7 +243,7 @@ def constrained_dynamics(chain: Chain, events: Events, es: EventState, x, v, t, 
         return a, phi, jnp.zeros_like(alpha_w)
 
     a, phi, tau_w = rare_cond(jnp.any(held), lambda _: solver(ch, s_in, u, held, alpha_w, theta_bar, stab_in),
-                              part_one, None)
+                              part_one, None, gather=False)
 
     def reactions(_):
         _, _, r = links(x)
@@ -251,7 +251,7 @@ def constrained_dynamics(chain: Chain, events: Events, es: EventState, x, v, t, 
         return _mass_times(chain, a) - external_forces(ch, s_in, u) - rods - torque_forces(x, tau_w)
 
     # R vanishes (exactly, instead of to round-off) where no point is guided, stuck or on a line
-    R = rare_cond(jnp.any(ch.guided | chain.slider_mask), reactions, lambda _: jnp.zeros_like(a), None)
+    R = rare_cond(jnp.any(ch.guided | chain.slider_mask), reactions, lambda _: jnp.zeros_like(a), None, gather=False)
     return a, tau_w, R
 
 
@@ -330,7 +330,7 @@ def detect(chain: Chain, events: Events, es: EventState, x, v, a, h):
         full = jnp.full((n,), h)
         return full, jnp.zeros((n,), int), full, full
 
-    s_c, k, s_hi, s_lo = rare_cond(jnp.any(hit_c) | jnp.any(hit_hi | hit_lo), times, none, None)
+    s_c, k, s_hi, s_lo = rare_cond(jnp.any(hit_c) | jnp.any(hit_hi | hit_lo), times, none, None, gather=False)
     side = jnp.where(s_hi <= s_lo, 1.0, -1.0).astype(x.dtype)
     return (s_c, hit_c, k), (jnp.minimum(s_hi, s_lo), hit_hi | hit_lo, side)
 
@@ -467,7 +467,8 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
             back_l = left[1] & ~es_new.held & (es_new.side * (joint_velocities(State(x, v)) + dt * alpha) > 0)
             return jnp.stack([back_c, back_l])
 
-        back = rare_cond(refresh & jnp.any(left), heads_back, lambda _: jnp.zeros_like(left), None)
+        back = rare_cond(refresh & jnp.any(left), heads_back, lambda _: jnp.zeros_like(left), None,
+                         gather=False)
         lock = jnp.where(back, jnp.e * events.chatter_count, es_new.chatter)
         es_new = eqx.tree_at(lambda e: (e.stuck, e.held, e.chatter), es_new,
                              (es_new.stuck | back[0], es_new.held | back[1], jnp.maximum(es_new.chatter, lock)))
@@ -482,7 +483,7 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
     # one lax.scan, run only when needed, whose slots are skipped (lax.cond) once the quantum is complete. The slot is
     # traced twice, not once per slot: compile time and the size of the reverse pass grow with it.
     def body(c, last):
-        return unless_done(lambda c: slot(c, last), c["t"] >= dt, c), None
+        return unless_done(lambda c: slot(c, last), c["t"] >= dt, c, gather=False), None
 
     last = jnp.arange(1, events.slots) == events.slots - 1
     c = slot(carry0, jnp.zeros((), bool))

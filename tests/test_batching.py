@@ -22,9 +22,9 @@ def branches(k):
     return rare, common
 
 
-def with_rare_cond(p, k, x):
+def with_rare_cond(p, k, x, gather=True):
     rare, common = branches(k)
-    return rare_cond(p, rare, common, x)
+    return rare_cond(p, rare, common, x, gather)
 
 
 def with_lax_cond(p, k, x):
@@ -32,15 +32,16 @@ def with_lax_cond(p, k, x):
     return jax.lax.cond(p, rare, common, x)
 
 
+@pytest.mark.parametrize("gather", [True, False])
 @pytest.mark.parametrize("taken", [0, 1, 5, sparse_size(B), sparse_size(B) + 1, B])
-def test_rare_cond_under_vmap_equals_the_cond(taken):
+def test_rare_cond_under_vmap_equals_the_cond(taken, gather):
     assert sparse_size(B) < B
     rng = np.random.default_rng(taken)
     p = np.zeros(B, bool)
     p[rng.permutation(B)[:taken]] = True
     k = jnp.asarray(rng.normal(size=B))
     x = {"y": jnp.asarray(rng.normal(size=(B, 3))), "i": jnp.arange(B)}
-    got = jax.jit(jax.vmap(with_rare_cond))(jnp.asarray(p), k, x)
+    got = jax.jit(jax.vmap(lambda p, k, x: with_rare_cond(p, k, x, gather)))(jnp.asarray(p), k, x)
     want = jax.vmap(with_lax_cond)(jnp.asarray(p), k, x)
     np.testing.assert_allclose(got["y"], want["y"], rtol=1e-14, atol=0)
     np.testing.assert_array_equal(got["i"], want["i"])
@@ -56,13 +57,24 @@ def test_rare_cond_under_vmap_equals_the_cond(taken):
         np.testing.assert_allclose(g, h, rtol=1e-13)
 
 
-@pytest.mark.xfail(raises=NotImplementedError, strict=True,
-                   reason="jax-ml/jax#22011: grad of a vmap of a custom_jvp whose rule has a batched-predicate cond")
-def test_grad_of_vmap_is_a_jax_limitation():
-    """The README tells users to take vmap(grad(...)) of an event rollout. When JAX fixes its issue 22011 this test
-    fails (strict xfail), and the README's advice can go."""
-    p, k = jnp.arange(4) % 2 == 0, jnp.ones(4)
-    jax.grad(lambda k: jnp.sum(jax.vmap(with_rare_cond)(p, k, {"y": k[:, None], "i": jnp.zeros(4, int)})["y"]))(k)
+def test_grad_of_vmap_equals_vmap_of_grad_and_stays_finite():
+    """grad of a vmap transposes the stop_gradient that JAX's batched cond puts on the branch operands inside the
+    custom_jvp rule (jax-ml/jax#22011; diffchain gives it the zero transpose). The rare branch is sqrt(y), not finite
+    where it is not taken (y < 0): nothing of it may reach the gradient there."""
+    rng = np.random.default_rng(7)
+    p = jnp.asarray(rng.random(B) < 0.3)
+    y = jnp.where(p, 1.0 + rng.random(B), -1.0 - rng.random(B))
+    k = jnp.asarray(rng.normal(size=B))
+
+    def f(p, k, y):
+        return rare_cond(p, lambda y: jnp.sqrt(y) * k, lambda y: y * y - k, y)
+
+    g = jax.grad(lambda k, y: jnp.sum(jax.vmap(f)(p, k, y)), (0, 1))(k, y)
+    h = jax.vmap(jax.grad(f, (1, 2)))(p, k, y)
+    for u, v in zip(g, h):
+        assert np.all(np.isfinite(u))
+        np.testing.assert_allclose(u, v, rtol=1e-14)
+    np.testing.assert_allclose(g[1], np.where(p, 0.5 * k / np.sqrt(np.abs(y)), 2 * y), rtol=1e-14)  # closed form
 
 
 def test_unbatched_predicate_and_one_element():
