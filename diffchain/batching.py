@@ -65,7 +65,7 @@ def sparse_size(axis_size):
     return max(8, axis_size // 16)
 
 
-def rare_cond(pred, rare, common, operand, gather=True):
+def rare_cond(pred, rare, common, operand, gather=True, one_chain=None):
     """``lax.cond(pred, rare, common, operand)`` for a branch ``rare`` that few elements of a batch take.
 
     On one chain it is that cond. Under ``vmap``, where the cond would become a select that computes both branches
@@ -74,15 +74,20 @@ def rare_cond(pred, rare, common, operand, gather=True):
     and scattered back, when few do; otherwise for the whole batch (kept where ``pred``). Each element's result is
     what the cond gives it. The gathered form is a second copy of ``rare`` in the program: nested ``gather``s multiply
     the compile time. Derivatives take the plain cond (``custom_vmap`` has no reverse-mode rule; ``grad`` of a ``vmap``
-    needs :func:`_stop_gradient_transposes_to_zero`)."""
+    needs :func:`_stop_gradient_transposes_to_zero`). ``one_chain(operand)``, if given, replaces the cond on one element
+    outside derivatives (it must give the same, e.g. with a ``lax.while_loop``: :func:`scan_until`)."""
     g1, k1 = _explicit(rare, operand)
     g0, k0 = _explicit(common, operand)
+    g2, k2 = _explicit(one_chain, operand) if one_chain is not None else (None, [])
 
-    def plain(pred, k1, k0, x):
+    def plain(pred, k1, k0, k2, x):
         return jax.lax.cond(pred, lambda x: g1(k1, x), lambda x: g0(k0, x), x)
 
-    def batched(axis_size, in_batched, pred, k1, k0, x):
-        b_pred, b_k1, b_k0, b_x = in_batched
+    def primal(pred, k1, k0, k2, x):
+        return plain(pred, k1, k0, k2, x) if g2 is None else g2(k2, x)
+
+    def batched(axis_size, in_batched, pred, k1, k0, k2, x):
+        b_pred, b_k1, b_k0, _, b_x = in_batched
         x = jax.tree.map(lambda v, b: v if b else jnp.broadcast_to(v, (axis_size,) + v.shape), x, b_x)
         pred = pred if b_pred else jnp.broadcast_to(pred, (axis_size,))
         axes = lambda bs: [0 if b else None for b in bs]  # noqa: E731
@@ -112,14 +117,36 @@ def rare_cond(pred, rare, common, operand, gather=True):
             out = jax.lax.switch(branch, [common_all, sparse, dense], x)
         return out, jax.tree.map(lambda _: True, out)
 
-    h = jax.custom_batching.custom_vmap(plain)
+    h = jax.custom_batching.custom_vmap(primal)
     h.def_vmap(batched)
     h = jax.custom_jvp(h)
     h.defjvp(lambda primals, tangents: jax.jvp(plain, primals, tangents))
-    return h(pred, k1, k0, operand)
+    return h(pred, k1, k0, k2, operand)
 
 
 def unless_done(f, done, c, gather=True):
     """``lax.cond(done, identity, f, c)``: :func:`rare_cond` with the identity as the common branch. Under ``vmap``
     ``f`` runs only while some element is not done (only on those elements, with ``gather``, when they are few)."""
     return rare_cond(~done, f, lambda c: c, c, gather)
+
+
+def scan_until(body, c, xs, done):
+    """The carry after ``c = body(c, x)`` for the x of ``xs`` in turn, where the steps after ``done(c)`` leave ``c``
+    as it is (``done`` must stay true once true). One chain: a ``lax.while_loop`` that stops when done. Derivatives: a
+    ``lax.scan`` whose steps are skipped by a cond once done. Under ``vmap``: the steps run only while some element is
+    not done, and only on those when they are few (:func:`rare_cond`)."""
+    n = jax.tree.leaves(xs)[0].shape[0]
+
+    def step(c, x):
+        return unless_done(lambda c: body(c, x), done(c), c, gather=False), None
+
+    def loop(c):
+        def go(ic):
+            return (ic[0] < n) & ~done(ic[1])
+
+        def next_step(ic):
+            return ic[0] + 1, body(ic[1], jax.tree.map(lambda v: v[ic[0]], xs))
+
+        return jax.lax.while_loop(go, next_step, (0, c))[1]
+
+    return rare_cond(~done(c), lambda c: jax.lax.scan(step, c, xs)[0], lambda c: c, c, one_chain=loop)

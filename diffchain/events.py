@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .active import ActiveRecursive, ActiveSolver
-from .batching import rare_cond, unless_done
+from .batching import rare_cond, scan_until
 from .forces import external_forces, torque_forces
 from .geometry import _pad_diff, joint_accelerations, joint_velocities, link_angles, links, wrap_angle
 from .inertia import mass_matrix
@@ -479,15 +479,12 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
         return dict(es=es_new, a=keep(a, a_s), tau_w=keep(c["tau_w"], tau_w), R=keep(c["R"], R), valid=valid | reject,
                     t=t_new, level=level, rep=rep, left=left)
 
-    # a quiet quantum takes one slot (the trial) when the start's accelerations are known; the rest of the budget is
-    # one lax.scan, run only when needed, whose slots are skipped (lax.cond) once the quantum is complete. The slot is
-    # traced twice, not once per slot: compile time and the size of the reverse pass grow with it.
-    def body(c, last):
-        return unless_done(lambda c: slot(c, last), c["t"] >= dt, c, gather=False), None
-
+    # a quiet quantum takes one slot (the trial) when the start's accelerations are known; the rest of the budget runs
+    # only until the quantum is complete (a while loop on one chain, a scan of skipped slots in derivatives). The slot
+    # is traced twice, not once per slot: compile time and the size of the reverse pass grow with it.
     last = jnp.arange(1, events.slots) == events.slots - 1
     c = slot(carry0, jnp.zeros((), bool))
-    c = unless_done(lambda c: jax.lax.scan(body, c, last)[0], c["t"] >= dt, c)
+    c = scan_until(slot, c, last, lambda c: c["t"] >= dt)
     u = jax.tree_util.tree_map(lambda p, q: p.astype(q.dtype), control, es.control)
     es_out = eqx.tree_at(_cache, c["es"], (c["a"], c["tau_w"], c["R"], u, c["valid"]), is_leaf=_none)
     es_out = eqx.tree_at(lambda e: e.chatter, es_out, es_out.chatter * jnp.exp(-1.0 / events.chatter_window))

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from diffchain.batching import rare_cond, sparse_size, unless_done
+from diffchain.batching import rare_cond, scan_until, sparse_size, unless_done
 
 B = 40  # sparse_size(40) = 8: up to 8 elements take the gathered form, more the dense one
 C = jnp.asarray(0.3)  # an unbatched value closed over by the branches
@@ -92,3 +92,33 @@ def test_unless_done_runs_only_the_elements_not_done():
     done = jnp.arange(B) % 7 == 0
     out = jax.vmap(lambda d, c: unless_done(lambda c: c + 1, d, c))(done, jnp.zeros(B, int))
     np.testing.assert_array_equal(out, ~done)
+
+
+@pytest.mark.parametrize("running", [5, B])
+def test_scan_until_stops_where_done_in_all_its_forms(running):
+    """scan_until: a while loop on one element, a scan of conds in derivatives, steps under vmap on the elements not
+    done (gathered when ``running`` of them are, at most sparse_size); each must stop where a Python loop stops
+    (done = the time reaches 1; the steps' lengths differ by element; the others start done)."""
+    rng = np.random.default_rng(running)
+    xs = jnp.asarray(rng.uniform(0.05, 0.5, (B, 12)))
+    k = jnp.asarray(rng.normal(size=B))
+    t0 = jnp.where(jnp.arange(B) < running, 0.0, 1.0)
+
+    def run(k, xs, t0):
+        body = lambda c, x: {"t": c["t"] + x, "s": c["s"] + jnp.sin(c["t"] + k) * x}  # noqa: E731
+        return scan_until(body, {"t": t0, "s": jnp.zeros(())}, xs, lambda c: c["t"] >= 1.0)["s"]
+
+    def reference(k, xs, t):  # the loop, with its derivative sin -> cos by hand
+        s = ds = 0.0
+        for x in np.asarray(xs):
+            if t >= 1.0:
+                break
+            s, ds, t = s + np.sin(t + k) * x, ds + np.cos(t + k) * x, t + x
+        return s, ds
+
+    want = np.array([reference(float(k[i]), xs[i], float(t0[i])) for i in range(B)])
+    one = [run(k[i], xs[i], t0[i]) for i in (0, 1, B - 1)]  # while loop
+    np.testing.assert_allclose(one, want[[0, 1, B - 1], 0], rtol=1e-14)
+    np.testing.assert_allclose(jax.jit(jax.vmap(run))(k, xs, t0), want[:, 0], rtol=1e-14)
+    np.testing.assert_allclose(jax.vmap(jax.grad(run))(k, xs, t0), want[:, 1], rtol=1e-13)  # scan of conds
+    np.testing.assert_allclose(jax.grad(lambda k: jnp.sum(jax.vmap(run)(k, xs, t0)))(k), want[:, 1], rtol=1e-13)
