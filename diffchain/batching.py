@@ -2,7 +2,7 @@
 
 One chain and a ``vmap``-ed batch of chains want different programs on XLA CPU: written-out sweeps are fast on one
 chain and slow under ``vmap`` (:func:`one_chain_form`); a ``lax.cond`` skips work on one chain but under ``vmap``
-becomes a select that always computes both branches (:func:`rare_cond`, :func:`unless_done`).
+becomes a select that always computes both branches (:func:`rare_cond`, :func:`unless_done`, :func:`scan_until`).
 """
 from __future__ import annotations
 

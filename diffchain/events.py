@@ -19,17 +19,19 @@ Events switch constraints on and off through **masks in the state** (:class:`Eve
   max_i |a_i' - a_i| h (a at its start, a' at its end); above ``threshold`` the sub-quantum is redone at half the
   length, down to ``max_depth`` halvings; after an accepted sub-quantum the length doubles again.
 
-Bounded work. One quantum runs a ``lax.scan`` over ``slots`` slots; each slot makes **exactly one** solver call, whose
-inputs are selected by masks: *refresh* (accelerations at the current state, with the release test), *trial* (integrate
-a sub-quantum with the seed's constant acceleration, then accelerations at its end: accept or halve) or *event* (a
+Bounded work. One quantum runs at most ``slots`` slots; each slot makes **exactly one** solver call, whose inputs are
+selected by masks: *refresh* (accelerations at the current state, with the release test), *trial* (integrate a
+sub-quantum with the seed's constant acceleration, then accelerations at its end: accept or halve) or *event* (a
 trial that crossed a contact or limit is cut at the event time, found from the seed's quadratic, and the slot's solver
 call is the impulse). A quiet quantum takes two slots, or one when it starts with the accelerations that the last
-quantum's final call found there under the same control ("first same as last", :class:`EventState`); the rest are
-skipped (:func:`diffchain.batching.unless_done`; under ``vmap`` they run only on the chains that need them, gathered
-into a small batch when they are few, and so do the other rarely needed parts: the held-joint solver, the event times,
-the reactions; :func:`diffchain.batching.rare_cond`). A last forced slot finishes the quantum whatever happened, so
-every quantum advances exactly dt; the report says when the budget ran out. No ``while_loop``: everything is
-reverse-differentiable (for a batch: ``vmap`` of ``grad``, see :func:`diffchain.batching.rare_cond`).
+quantum's final call found there under the same control ("first same as last", :class:`EventState`). The later slots
+run only until the quantum is complete (:func:`diffchain.batching.scan_until`: on one chain a ``lax.while_loop``, in
+derivatives a ``lax.scan`` of slots skipped by a cond, under ``vmap`` only on the chains that need them, gathered into
+a small batch when they are few); the other rarely needed parts (the held-joint solver, the event times, the
+reactions) are skipped under ``vmap`` when no chain needs them (:func:`diffchain.batching.rare_cond`). A last forced
+slot finishes the quantum whatever happened, so every quantum advances exactly dt; the report says when the budget ran
+out. No ``while_loop`` where gradients flow: everything is reverse-differentiable, also ``grad`` of a ``vmap``
+(:func:`diffchain.batching._stop_gradient_transposes_to_zero`).
 """
 from __future__ import annotations
 
