@@ -65,7 +65,7 @@ def sparse_size(axis_size):
     return max(8, axis_size // 16)
 
 
-def rare_cond(pred, rare, common, operand, gather=True, one_chain=None):
+def rare_cond(pred, rare, common, operand, gather=False, one_chain=None):
     """``lax.cond(pred, rare, common, operand)`` for a branch ``rare`` that few elements of a batch take.
 
     On one chain it is that cond. Under ``vmap``, where the cond would become a select that computes both branches
@@ -124,10 +124,10 @@ def rare_cond(pred, rare, common, operand, gather=True, one_chain=None):
     return h(pred, k1, k0, k2, operand)
 
 
-def unless_done(f, done, c, gather=True):
+def unless_done(f, done, c):
     """``lax.cond(done, identity, f, c)``: :func:`rare_cond` with the identity as the common branch. Under ``vmap``
-    ``f`` runs only while some element is not done (only on those elements, with ``gather``, when they are few)."""
-    return rare_cond(~done, f, lambda c: c, c, gather)
+    ``f`` runs only while some element is not done."""
+    return rare_cond(~done, f, lambda c: c, c)
 
 
 def scan_until(body, c, xs, done):
@@ -138,7 +138,7 @@ def scan_until(body, c, xs, done):
     n = jax.tree.leaves(xs)[0].shape[0]
 
     def step(c, x):
-        return unless_done(lambda c: body(c, x), done(c), c, gather=False), None
+        return unless_done(lambda c: body(c, x), done(c), c), None
 
     def loop(c):
         def go(ic):
@@ -149,4 +149,4 @@ def scan_until(body, c, xs, done):
 
         return jax.lax.while_loop(go, next_step, (0, c))[1]
 
-    return rare_cond(~done(c), lambda c: jax.lax.scan(step, c, xs)[0], lambda c: c, c, one_chain=loop)
+    return rare_cond(~done(c), lambda c: jax.lax.scan(step, c, xs)[0], lambda c: c, c, gather=True, one_chain=loop)

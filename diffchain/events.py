@@ -245,7 +245,7 @@ def constrained_dynamics(chain: Chain, events: Events, es: EventState, x, v, t, 
         return a, phi, jnp.zeros_like(alpha_w)
 
     a, phi, tau_w = rare_cond(jnp.any(held), lambda _: solver(ch, s_in, u, held, alpha_w, theta_bar, stab_in),
-                              part_one, None, gather=False)
+                              part_one, None)
 
     def reactions(_):
         _, _, r = links(x)
@@ -253,7 +253,7 @@ def constrained_dynamics(chain: Chain, events: Events, es: EventState, x, v, t, 
         return _mass_times(chain, a) - external_forces(ch, s_in, u) - rods - torque_forces(x, tau_w)
 
     # R vanishes (exactly, instead of to round-off) where no point is guided, stuck or on a line
-    R = rare_cond(jnp.any(ch.guided | chain.slider_mask), reactions, lambda _: jnp.zeros_like(a), None, gather=False)
+    R = rare_cond(jnp.any(ch.guided | chain.slider_mask), reactions, lambda _: jnp.zeros_like(a), None)
     return a, tau_w, R
 
 
@@ -332,7 +332,7 @@ def detect(chain: Chain, events: Events, es: EventState, x, v, a, h):
         full = jnp.full((n,), h)
         return full, jnp.zeros((n,), int), full, full
 
-    s_c, k, s_hi, s_lo = rare_cond(jnp.any(hit_c) | jnp.any(hit_hi | hit_lo), times, none, None, gather=False)
+    s_c, k, s_hi, s_lo = rare_cond(jnp.any(hit_c) | jnp.any(hit_hi | hit_lo), times, none, None)
     side = jnp.where(s_hi <= s_lo, 1.0, -1.0).astype(x.dtype)
     return (s_c, hit_c, k), (jnp.minimum(s_hi, s_lo), hit_hi | hit_lo, side)
 
@@ -469,8 +469,7 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
             back_l = left[1] & ~es_new.held & (es_new.side * (joint_velocities(State(x, v)) + dt * alpha) > 0)
             return jnp.stack([back_c, back_l])
 
-        back = rare_cond(refresh & jnp.any(left), heads_back, lambda _: jnp.zeros_like(left), None,
-                         gather=False)
+        back = rare_cond(refresh & jnp.any(left), heads_back, lambda _: jnp.zeros_like(left), None)
         lock = jnp.where(back, jnp.e * events.chatter_count, es_new.chatter)
         es_new = eqx.tree_at(lambda e: (e.stuck, e.held, e.chatter), es_new,
                              (es_new.stuck | back[0], es_new.held | back[1], jnp.maximum(es_new.chatter, lock)))
@@ -483,7 +482,8 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
 
     # a quiet quantum takes one slot (the trial) when the start's accelerations are known; the rest of the budget runs
     # only until the quantum is complete (a while loop on one chain, a scan of skipped slots in derivatives). The slot
-    # is traced twice, not once per slot: compile time and the size of the reverse pass grow with it.
+    # is traced three times (the first, the scan's, the while loop's), not once per slot: compile time and the size of
+    # the reverse pass grow with it.
     last = jnp.arange(1, events.slots) == events.slots - 1
     c = slot(carry0, jnp.zeros((), bool))
     c = scan_until(slot, c, last, lambda c: c["t"] >= dt)
