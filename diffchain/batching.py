@@ -133,10 +133,12 @@ def unless_done(f, done, c):
 def scan_until(body, c, xs, done):
     """The carry after ``c = body(c, x)`` for the x of ``xs`` in turn, where the steps after ``done(c)`` leave ``c``
     as it is (``done`` must stay true once true). One chain: a ``lax.while_loop`` that stops when done. Derivatives: a
-    ``lax.scan`` whose steps are skipped by a cond once done. Under ``vmap``: the steps run only while some element is
-    not done, and only on those when they are few (:func:`rare_cond`)."""
+    ``lax.scan`` whose steps are skipped by a cond once done, and recomputed in the reverse pass (``jax.checkpoint``).
+    Under ``vmap``: the steps run only while some element is not done, and only on those when they are few
+    (:func:`rare_cond`)."""
     n = jax.tree.leaves(xs)[0].shape[0]
 
+    @jax.checkpoint  # in reverse mode each step stores its carry, not the ~130 intermediates of an event slot
     def step(c, x):
         return unless_done(lambda c: body(c, x), done(c), c), None
 
