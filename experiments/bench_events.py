@@ -484,9 +484,9 @@ def section_batched():
           "point 2–15 cm above the ground, so most chains land within the window). *event* = `vmap` of the reporting "
           "scan (`rep_fn`: `event_step` in `lax.scan`, StepReport summed per chain), *plain* = `vmap` of `rollout` "
           "(final state). Under `vmap` a `lax.cond` would become a select that computes both branches for every "
-          "chain; the slots after the first, the held-joint solver, the event times and the reactions run instead only "
-          "on the chains that need them, gathered into a batch of B/16 when they are that few (`batching.rare_cond`). "
-          "quanta·chains/s = B·T / wall time (median, best in "
+          "chain; instead the slots after the first run only on the chains that still need them, gathered into a "
+          "batch of B/16 when they are that few (`batching.scan_until`), and the held-joint solver, the event times and "
+          "the reactions are skipped when no chain needs them (`batching.rare_cond`). quanta·chains/s = B·T / wall time (median, best in "
           f"brackets); plain and event timed round-robin ({ARGS.repeats} rounds; B = {Bmax}: 2 rounds, the first "
           "call being the warm-up). Totals are means per chain.\n")
     chain = dc.free_chain(k, mass=1.0, length=0.5)

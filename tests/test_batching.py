@@ -1,5 +1,6 @@
-"""diffchain.batching.rare_cond: under vmap it gathers the few elements that take the rare branch; every element must
-get what lax.cond gives it, whether none, few or many elements take that branch, and derivatives must be the cond's."""
+"""diffchain.batching.rare_cond and scan_until: under vmap they run the rare branch (the later steps) only on the
+elements that need it; every element must get what lax.cond (a Python loop) gives it, whether none, few or many
+elements take that branch, and derivatives must be the cond's, in both orders of grad and vmap."""
 import jax
 import jax.numpy as jnp
 import numpy as np

@@ -329,7 +329,7 @@ def test_chattering_counter_keeps_a_constraint_on():
 def test_batch_with_different_event_states_matches_single_runs():
     """vmap over states whose contact and limit sets differ element by element = the same runs one by one. 20 chains,
     of which only a few land: the quanta where a few need more than one slot run those on the gathered elements
-    (diffchain.batching.rare_cond), the first quantum (every chain refreshes) on the whole batch."""
+    (diffchain.batching.scan_until), the first quantum (every chain refreshes) on the whole batch."""
     chain = dc.free_chain(3, mass=1.0, length=0.4)
     lo, hi = interior_limits(chain.n)
     events = dc.Events(chain.n, ground=0.0, theta_min=lo, theta_max=hi)
