@@ -24,8 +24,10 @@ selected by masks: *refresh* (accelerations at the current state, with the relea
 sub-quantum with the seed's constant acceleration, then accelerations at its end: accept or halve) or *event* (a
 trial that crossed a contact or limit is cut at the event time, found from the seed's quadratic, and the slot's solver
 call is the impulse). A quiet quantum takes two slots, or one when it starts with the accelerations that the last
-quantum's final call found there under the same control ("first same as last", :class:`EventState`). The later slots
-run only until the quantum is complete (:func:`diffchain.batching.scan_until`: on one chain a ``lax.while_loop``, in
+quantum's final call found there under the same control ("first same as last", :class:`EventState`). That one slot
+is first tried written for the quiet case alone (:func:`_quiet_trial`, without the slot's masks, selects and conds);
+the general first slot runs only where the trial crosses something, is rejected or releases a constraint (on one chain
+a cond, under ``vmap`` on those chains alone, gathered). The later slots run only until the quantum is complete (:func:`diffchain.batching.scan_until`: on one chain a ``lax.while_loop``, in
 derivatives a ``lax.scan`` of slots skipped by a cond, under ``vmap`` only on the chains that need them, gathered into
 a small batch when they are few); the other rarely needed parts (the held-joint solver, the event times, the
 reactions) are skipped under ``vmap`` when no chain needs them (:func:`diffchain.batching.rare_cond`). A last forced
@@ -294,6 +296,18 @@ def _slack(z, z0, x):
     return x[:, :1] * z[:, 0] + x[:, 1:] * z[:, 1] - (z0[:, 0] * z[:, 0] + z0[:, 1] * z[:, 1])
 
 
+def _ends_beyond(chain: Chain, events: Events, es: EventState, x, x1):
+    """Which free contact points end a sub-quantum from x to x1 below an obstacle line and which free joints beyond a
+    limit: the end slacks z^T (x1 - z0) (n, K) and hit (n, K); the joint angles at both ends and hit_hi, hit_lo (n,)."""
+    free = events.contact & ~chain.guided & ~es.stuck
+    g_end = _slack(events.z, events.z0, x1)
+    th0 = _angles(x)
+    th1 = _angles(x1, th0)
+    hit_hi = ~es.held & jnp.isfinite(events.theta_max) & (th1 > _finite(events.theta_max))
+    hit_lo = ~es.held & jnp.isfinite(events.theta_min) & (th1 < _finite(events.theta_min))
+    return (g_end, free[:, None] & (g_end < 0)), (th0, th1, hit_hi, hit_lo)
+
+
 def detect(chain: Chain, events: Events, es: EventState, x, v, a, h):
     """Contacts and limit hits during a sub-quantum x(s) = x + s v + s^2 a / 2, s in [0, h] (seed §7, §12.1).
 
@@ -302,19 +316,9 @@ def detect(chain: Chain, events: Events, es: EventState, x, v, a, h):
     slacks at the end; the crossing times are computed only then (``lax.cond``: most sub-quanta have no event).
     """
     n = x.shape[0]
-    x1 = x + h * v + 0.5 * h**2 * a
-    # contacts: slack z^T (x - z0) per point and line; angle limits: slack theta^M - theta and theta - theta^m
-    free = events.contact & ~chain.guided & ~es.stuck
     z, z0 = events.z, events.z0
-    g_end = _slack(z, z0, x1)
-    hit = free[:, None] & (g_end < 0)
-    th0 = _angles(x)
-    th1 = _angles(x1, th0)
-    limited_hi, limited_lo = jnp.isfinite(events.theta_max), jnp.isfinite(events.theta_min)
     hi, lo = _finite(events.theta_max), _finite(events.theta_min)
-    can = ~es.held
-    hit_hi = can & limited_hi & (th1 > hi)
-    hit_lo = can & limited_lo & (th1 < lo)
+    (g_end, hit), (th0, th1, hit_hi, hit_lo) = _ends_beyond(chain, events, es, x, x + h * v + 0.5 * h**2 * a)
     hit_c = jnp.any(hit, 1)
 
     def times(_):
@@ -350,6 +354,23 @@ def _release_tests(chain: Chain, events: Events, es: EventState, R, tau_w):
     into = es.side * tau_w > tol * jnp.max(chain.l, initial=1.0)
     unlocked = es.chatter < events.chatter_count
     return es.stuck & pull & unlocked[0], es.held & into & unlocked[1]
+
+
+def _quiet_trial(chain: Chain, events: Events, es: EventState, a, control: Control, dt, stab, solver):
+    """The one slot of a quantum in which nothing happens, written for that case alone: the trial over the whole
+    quantum from the cached start accelerations ``a`` (seed §3), its solver call at the end and the error
+    estimate. Returns x1, v1, the call's (a, tau_w, R), the estimate, and whether the trial is quiet: nothing crosses
+    an obstacle or a limit, the estimate accepts it and no constraint is released at its end. Then the first slot of
+    :func:`event_step` would do exactly this, with the same operations, and finish the quantum."""
+    x, v = es.state.x, es.state.v
+    h = dt
+    x1, v1 = x + h * v + 0.5 * h**2 * a, v + h * a
+    (_, hit), (_, _, hit_hi, hit_lo) = _ends_beyond(chain, events, es, x, x1)
+    a1, tau_w, R = constrained_dynamics(chain, events, es, x1, v1, es.state.t, control, stab, False, solver)
+    err = jnp.max(jnp.linalg.norm(a1 - a, axis=-1)) * h
+    quiet = (((err <= events.threshold) | (events.max_depth == 0)) & ~jnp.any(hit)
+             & ~jnp.any(jnp.stack((hit_hi, hit_lo) + _release_tests(chain, events, es, R, tau_w))))
+    return x1, v1, (a1, tau_w, R), err, quiet
 
 
 def event_step(chain: Chain, events: Events, es: EventState, control: Control, dt, *,
@@ -480,12 +501,19 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
         return dict(es=es_new, a=keep(a, a_s), tau_w=keep(c["tau_w"], tau_w), R=keep(c["R"], R), valid=valid | reject,
                     t=t_new, level=level, rep=rep, left=left)
 
-    # a quiet quantum takes one slot (the trial) when the start's accelerations are known; the rest of the budget runs
-    # only until the quantum is complete (a while loop on one chain, a scan of skipped slots in derivatives). The slot
-    # is traced three times (the first, the scan's, the while loop's), not once per slot: compile time and the size of
-    # the reverse pass grow with it.
+    # most quanta are quiet: the quiet trial, and the first slot only where it does not apply (on one chain a cond,
+    # under vmap on those chains alone); its result is what the first slot gives there
+    x1, v1, (a1, tau_w1, R1), err1, quiet = _quiet_trial(chain, events, es_rel, es.a, control, dt, stab, solver)
+    rep1 = eqx.tree_at(lambda r: (r.slots, r.substeps, r.error), rep0, (rep0.slots + 1, rep0.substeps + 1,
+                                                                          jnp.maximum(rep0.error, err1)))
+    quiet_carry = dict(carry0, es=eqx.tree_at(lambda e: e.state, es_rel, State(x1, v1, t0 + dt)), a=a1, tau_w=tau_w1,
+                       R=R1, t=dt, rep=rep1)
+    c = rare_cond(~(carry0["valid"] & quiet), lambda c: slot(c, jnp.zeros((), bool)), lambda c: quiet_carry, carry0,
+                  gather=True)
+    # the rest of the budget runs only until the quantum is complete (a while loop on one chain, a scan of skipped
+    # slots in derivatives). The slot is traced four times (the first, its gathered form, the scan's, the while
+    # loop's), not once per slot: compile time and the size of the reverse pass grow with it.
     last = jnp.arange(1, events.slots) == events.slots - 1
-    c = slot(carry0, jnp.zeros((), bool))
     c = scan_until(slot, c, last, lambda c: c["t"] >= dt)
     u = jax.tree_util.tree_map(lambda p, q: p.astype(q.dtype), control, es.control)
     es_out = eqx.tree_at(_cache, c["es"], (c["a"], c["tau_w"], c["R"], u, c["valid"]), is_leaf=_none)

@@ -167,6 +167,40 @@ def test_recursive_and_kkt_event_rollouts_agree(drop):
     np.testing.assert_allclose(traj.state.x, traj_k.state.x, atol=1e-10)
 
 
+def test_quiet_trial_gives_what_the_first_slot_gives(drop, monkeypatch):
+    """event_step first tries the quantum in which nothing happens (events._quiet_trial) and runs its first slot only
+    where that does not apply. Along the drop (impacts, limit hits, releases, scuffs) the same program with the quiet
+    trial switched off must give the same trajectory (to round-off) and reports; the quiet trial must apply to most
+    quanta and to none with an event, a release or a halving."""
+    chain, events, state, (_, (traj, rep)), _ = drop
+    seen = []
+    quiet_trial = ev._quiet_trial
+
+    def never(*args):
+        *out, quiet = quiet_trial(*args)
+        seen.append(1)
+        return (*out, jnp.zeros_like(quiet))
+
+    monkeypatch.setattr(ev, "_quiet_trial", never)
+    _, (traj_s, rep_s) = jax.jit(lambda s: dc.event_rollout(chain, events, dc.EventState(s), None, DT, n_steps=1500))(
+        state)
+    assert seen, "the patched quiet trial should have been traced"
+    for got, want in ((traj_s, traj), (rep_s, rep)):
+        for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+            if jnp.issubdtype(a.dtype, jnp.floating):  # the same operations, fused differently by XLA: round-off
+                np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
+            else:
+                np.testing.assert_array_equal(a, b)
+    # where the quiet trial applies: a quantum whose first slot is a cache hit and finishes it (one slot, no release)
+    starts = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b[:-1]]), dc.EventState(state), traj)
+    quiet = jax.jit(jax.vmap(lambda e: quiet_trial(chain, events, e, e.a, dc.Control(n=chain.n), jnp.asarray(DT),
+                                                   5 * DT, dc.ActiveRecursive())[-1] & e.fresh))(starts)
+    quiet = np.asarray(quiet)
+    busy = (np.asarray(rep.slots) > 1) | np.any(np.asarray(rep.releases) | np.asarray(rep.limit_releases), -1)
+    assert quiet.mean() > 0.9 and not np.any(quiet & busy)
+    assert np.all(quiet[~busy]), "a quantum with one slot and no release is a quiet one"
+
+
 def test_first_same_as_last_cache_changes_nothing(drop):
     """A quantum that starts where the last one ended, under the same control, reuses that quantum's final solver call
     instead of a refresh (EventState.fresh). Forcing the refresh every quantum must give the same events and the same
