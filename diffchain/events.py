@@ -297,6 +297,16 @@ def _slack(z, z0, x):
     return x[:, :1] * z[:, 0] + x[:, 1:] * z[:, 1] - (z0[:, 0] * z[:, 0] + z0[:, 1] * z[:, 1])
 
 
+def _quantum(x, v, a, h):
+    """The seed's constant-acceleration quantum (§3): x + h v + h^2 a / 2, v + h a."""
+    return x + h * v + 0.5 * h**2 * a, v + h * a
+
+
+def _error_estimate(a1, a, h):
+    """Seed §12.2 (Euler with back-tracking): the velocity error of a sub-quantum of length h, max_i |a'_i - a_i| h."""
+    return jnp.max(jnp.linalg.norm(a1 - a, axis=-1)) * h
+
+
 def _ends_beyond(chain: Chain, events: Events, es: EventState, x, x1):
     """Which free contact points end a sub-quantum from x to x1 below an obstacle line and which free joints beyond a
     limit: the end slacks z^T (x1 - z0) (n, K) and hit (n, K); the joint angles at both ends and hit_hi, hit_lo (n,)."""
@@ -319,7 +329,7 @@ def detect(chain: Chain, events: Events, es: EventState, x, v, a, h):
     n = x.shape[0]
     z, z0 = events.z, events.z0
     hi, lo = _finite(events.theta_max), _finite(events.theta_min)
-    (g_end, hit), (th0, th1, hit_hi, hit_lo) = _ends_beyond(chain, events, es, x, x + h * v + 0.5 * h**2 * a)
+    (g_end, hit), (th0, th1, hit_hi, hit_lo) = _ends_beyond(chain, events, es, x, _quantum(x, v, a, h)[0])
     hit_c = jnp.any(hit, 1)
 
     def times(_):
@@ -362,13 +372,14 @@ def _quiet_trial(chain: Chain, events: Events, es: EventState, a, control: Contr
     quantum from the cached start accelerations ``a`` (seed §3), its solver call at the end and the error
     estimate. Returns x1, v1, the call's (a, tau_w, R), the estimate, and whether the trial is quiet: nothing crosses
     an obstacle or a limit, the estimate accepts it and no constraint is released at its end. Then the first slot of
-    :func:`event_step` would do exactly this, with the same operations, and finish the quantum."""
+    :func:`event_step` would do exactly this and finish the quantum: both call the same functions (:func:`_quantum`,
+    :func:`_ends_beyond`, :func:`constrained_dynamics`, :func:`_error_estimate`, :func:`_release_tests`)."""
     x, v = es.state.x, es.state.v
     h = dt
-    x1, v1 = x + h * v + 0.5 * h**2 * a, v + h * a
+    x1, v1 = _quantum(x, v, a, h)
     (_, hit), (_, _, hit_hi, hit_lo) = _ends_beyond(chain, events, es, x, x1)
     a1, tau_w, R = constrained_dynamics(chain, events, es, x1, v1, es.state.t, control, stab, False, solver)
-    err = jnp.max(jnp.linalg.norm(a1 - a, axis=-1)) * h
+    err = _error_estimate(a1, a, h)
     quiet = (((err <= events.threshold) | (events.max_depth == 0)) & ~jnp.any(hit)
              & ~jnp.any(jnp.stack((hit_hi, hit_lo) + _release_tests(chain, events, es, R, tau_w))))
     return x1, v1, (a1, tau_w, R), err, quiet
@@ -452,14 +463,14 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
         event, s_e, es_event, rep = cut(c, h)
         trial = c["valid"] & ~event
         xe, ve = es_event.state.x, es_event.state.v
-        x1, v1 = x + h * v + 0.5 * h**2 * a, v + h * a
+        x1, v1 = _quantum(x, v, a, h)
         # the slot's one solver call: at the current state (refresh), at the trial's end, or the impulse at the event
         es_call = _where(event, es_event, es_)
         xs = jnp.where(event, xe, jnp.where(trial, x1, x))
         vs = jnp.where(event, ve, jnp.where(trial, v1, v))
         a_s, tau_w, R = solve(es_call, xs, vs, event)
         # trial: accept or halve (seed §12.2 Euler with back-tracking)
-        err = jnp.max(jnp.linalg.norm(a_s - a, axis=-1)) * h
+        err = _error_estimate(a_s, a, h)
         reject = trial & (err > events.threshold) & (c["level"] < events.max_depth) & ~last
         accept = trial & ~reject
         forced = last & ~c["valid"] & ~event  # a refresh in the last slot
@@ -469,7 +480,7 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
         # the new state of the slot
         t_acc = jnp.where(h >= remaining, dt, t + h)
         es_acc = eqx.tree_at(lambda e: e.state, es_, State(x1, v1, t0 + t_acc))
-        es_fin = eqx.tree_at(lambda e: e.state, es_, State(x + h * v + 0.5 * h**2 * a_s, v + h * a_s, t0 + dt))
+        es_fin = eqx.tree_at(lambda e: e.state, es_, State(*_quantum(x, v, a_s, h), t0 + dt))
         v_e = ve + a_s
         es_imp = eqx.tree_at(lambda e: e.state, es_event, State(
             jnp.where(last, xe + (h - s_e) * v_e, xe), v_e, jnp.where(last, t0 + dt, es_event.state.t)))
