@@ -262,46 +262,70 @@ def _kkt_matvec(op, z):
     return top_x, top_y, rod, row1, row2
 
 
-def _kkt_sweeps(op, b):
-    """K^-1 b by the recursion (:func:`abcd_sweeps_c`), O(n); the multipliers from the residual of Newton's law."""
-    m, rx, ry, on, g, sl, sx, sy, p11, p12, p22 = op
-    bx, by, br, b1, b2 = b
+def _kkt_swept(op, b):
+    """The part of K^-1 b that the recursion (:func:`abcd_sweeps_c`) gives, O(n): the accelerations and the rod
+    multipliers (rows switched off: y = b)."""
+    m, rx, ry, on, g, sl, sx, sy, p11, p12, p22 = op[:11]
+    bx, by, br, b1, b2 = b[:5]
     a0x = jnp.where(g, b1, jnp.where(sl, sx * b1, 0.0))
     a0y = jnp.where(g, b2, jnp.where(sl, sy * b1, 0.0))
     ax, ay, phi = abcd_sweeps_c(m, _pad1(rx), _pad1(ry), _pad1(-br), bx, by, p11, p12, p22, a0x, a0y)
-    yr = jnp.where(on, -phi[:-1], br)
-    fx, fy = _kkt_rod_forces(op, yr)
-    res_x, res_y = bx - m * ax - fx, by - m * ay - fy  # = J_pt^T y_pt
+    return ax, ay, jnp.where(on, -phi[:-1], br)
+
+
+def point_multipliers(op, b, ax, ay, yr, fx=0.0, fy=0.0):
+    """The guided and slider points' multipliers y1, y2 from the residual of Newton's law (elementwise), given the
+    accelerations, the rod multipliers and any further constraint forces (fx, fy) on the points."""
+    m, rx, ry, on, g, sl, sx, sy = op[:8]
+    bx, by, br, b1, b2 = b[:5]
+    rod_x, rod_y = _kkt_rod_forces(op, yr)
+    res_x, res_y = bx - m * ax - rod_x - fx, by - m * ay - rod_y - fy  # = J_pt^T y_pt
     y1 = jnp.where(g, res_x, jnp.where(sl, sx * res_x + sy * res_y, b1))
     y2 = jnp.where(g, res_y, b2)
-    return ax, ay, yr, y1, y2
+    return y1, y2
 
 
 KKT_SOLUTION = "diffchain.kkt_solution"
 
 
-@jax.custom_jvp
-def kkt_solve(op, b):
-    """z = K(op)^-1 b by the recursion, differentiated implicitly: dz = K^-1 (db - dK z).
+def implicit_solve(swept, complete, matvec, tangent_swept=None):
+    """A linear solve z = K(op)^-1 b by a recursion, differentiated implicitly: dz = K^-1 (db - dK z).
 
-    The solution is tagged ``KKT_SOLUTION`` (``jax.ad_checkpoint.checkpoint_name``) so that a rematerialising
-    rollout can keep it and recompute only the elementwise terms around it."""
-    return _kkt_sweeps(op, b)
+    ``swept(op, b)`` is the part of z the sweeps give, ``complete(op, b, swept)`` the whole z from it (elementwise),
+    ``matvec(op, z)`` = K z with K symmetric: forward mode is one more solve with the tangent as right-hand side,
+    reverse mode one more with the cotangent plus the adjoint of the elementwise K(op) z; the sweeps themselves are
+    never differentiated. ``tangent_swept`` (default ``swept``) gives the swept part in those solves: the same
+    arithmetic, in a form that may compile to a smaller program. The swept part is tagged ``KKT_SOLUTION``
+    (``jax.ad_checkpoint.checkpoint_name``) so that a rematerialising rollout can keep it and recompute only the
+    elementwise terms around it."""
+    tangent_swept = tangent_swept or swept
+    solve = jax.custom_jvp(lambda op, b: complete(op, b, swept(op, b)))
+
+    @solve.defjvp
+    def _jvp(primals, tangents):
+        op, b = primals
+        dop, db = tangents
+        z = complete(op, b, checkpoint_name(swept(op, b), KKT_SOLUTION))
+        _, dKz = jax.jvp(lambda o: matvec(o, z), (op,), (dop,))  # dK z (the masks' tangents are float0)
+        # one flat right-hand side: custom_linear_solve's transpose needs every leaf of it to depend on the tangents
+        cuts = np.cumsum([len(q) for q in b])[:-1].tolist()
+        split = lambda v: tuple(jnp.split(v, cuts))  # noqa: E731
+        rhs = jnp.concatenate([p - q for p, q in zip(db, dKz)])
+        def solve_k(_, r):
+            r = split(r)
+            return jnp.concatenate(complete(op, r, tangent_swept(op, r)))
+
+        dz = split(jax.lax.custom_linear_solve(lambda w: jnp.concatenate(matvec(op, split(w))), rhs, solve_k,
+                                               symmetric=True))
+        return z, dz
+
+    return solve
 
 
-@kkt_solve.defjvp
-def _kkt_solve_jvp(primals, tangents):
-    op, b = primals
-    dop, db = tangents
-    z = checkpoint_name(_kkt_sweeps(op, b), KKT_SOLUTION)
-    _, dKz = jax.jvp(lambda o: _kkt_matvec(o, z), (op,), (dop,))  # dK z (the masks' tangents are float0)
-    # one flat right-hand side: custom_linear_solve's transpose needs every leaf of it to depend on the tangents
-    cuts = np.cumsum([len(q) for q in b])[:-1].tolist()
-    split = lambda v: tuple(jnp.split(v, cuts))  # noqa: E731
-    rhs = jnp.concatenate([p - q for p, q in zip(db, dKz)])
-    dz = split(jax.lax.custom_linear_solve(lambda w: jnp.concatenate(_kkt_matvec(op, split(w))), rhs,
-                                           lambda _, r: jnp.concatenate(_kkt_sweeps(op, split(r))), symmetric=True))
-    return z, dz
+kkt_solve = implicit_solve(_kkt_swept, lambda op, b, z: z + point_multipliers(op, b, *z), _kkt_matvec)
+kkt_solve.__doc__ = (
+    "z = (a_x, a_y, y_rod, y1, y2) = K(op)^-1 b for the KKT operator of :func:`_kkt_matvec`, by the recursion "
+    "(:func:`abcd_sweeps_c`) with implicit derivatives (:func:`implicit_solve`).")
 
 
 def massless_dynamics(chain: Chain, state: State, control: Control, stab=None):
@@ -314,6 +338,13 @@ def massless_dynamics(chain: Chain, state: State, control: Control, stab=None):
     symmetric) plus the adjoint of K(x) z and b(x, v, u): the sweeps themselves are never differentiated, which keeps
     reverse mode cheap and its memory O(n) per step. Components as in :func:`abcd_sweeps_c`.
     """
+    ax, ay, yr, _, _ = kkt_solve(*kkt_system(chain, state, control, stab))
+    return jnp.stack([ax, ay], -1), -yr
+
+
+def kkt_system(chain: Chain, state: State, control: Control, stab=None):
+    """The operator ``op`` = (m, r_x, r_y, rod on, guided, slider, s_x, s_y, P_11, P_12, P_22) and the right-hand side
+    b = (F^e_x, F^e_y, rod rows, point rows 1 and 2) of the massless KKT system (:func:`_kkt_matvec`), by components."""
     X, Y, U, V = state.x[:, 0], state.x[:, 1], state.v[:, 0], state.v[:, 1]
     g, sl = chain.guided, chain.slider_mask
     rx, ry, e = rod_terms_c(chain, X, Y, U, V, stab)
@@ -324,8 +355,7 @@ def massless_dynamics(chain: Chain, state: State, control: Control, stab=None):
     Fx, Fy = external_forces_c(chain, X, Y, U, V, control)
     b = (Fx, Fy, jnp.where(on, -e, 0.0), jnp.where(g, control.a_w[:, 0], jnp.where(sl, beta, 0.0)),
          jnp.where(g, control.a_w[:, 1], 0.0))
-    ax, ay, yr, _, _ = kkt_solve(op, b)
-    return jnp.stack([ax, ay], -1), -yr
+    return op, b
 
 
 def recursive_dynamics(chain: Chain, state: State, control: Control, stab=None):
