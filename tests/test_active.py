@@ -4,6 +4,7 @@ Every check compares with something computed another way: the other solver, the 
 angle along x + v t + a t^2/2 (jax), the plain Part I solver with the constraint torques applied as ordinary torques,
 and the closed form of a rigid body pendulum.
 """
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -109,6 +110,49 @@ def test_recursion_equals_kkt(problem, seed, stab, off_manifold):
     assert np.all(np.asarray(t1)[~active] == 0), desc
     free_rod = ~(np.asarray(chain.guided[:-1]) & np.asarray(chain.guided[1:]))
     assert _rel(np.asarray(phi1)[free_rod], np.asarray(phi2)[free_rod]) <= 10 * tol, desc
+
+
+def _gradient_of(solver):
+    """The gradient of a linear functional of a solver's outputs (a, phi, tau_w) with respect to the positions,
+    velocities, alpha^w, the masses and the control torques."""
+
+    @jax.jit
+    def gradient(chain, state, control, active, alpha_w, theta_bar, stab, w):
+        def loss(x, v, alpha, m, tau):
+            ch = eqx.tree_at(lambda c: c.m, chain, m)
+            a, phi, t = solver(ch, dc.State(x, v, state.t), dc.Control(tau, control.F, control.a_w), active, alpha,
+                               theta_bar, stab)
+            return jnp.sum(w[0] * a) + jnp.sum(w[1][:-1] * phi) + jnp.sum(w[2] * t)
+
+        return jax.grad(loss, argnums=range(5))(state.x, state.v, alpha_w, chain.m, control.tau)
+
+    return gradient
+
+
+grad_rec_all, grad_kkt_all = _gradient_of(act.active_dynamics_recursive), _gradient_of(act.active_dynamics_kkt)
+
+
+@given(random_problem(sizes=SIZES), st.integers(0, 2**31), st.sampled_from([NO_STAB, 0.05]), st.booleans())
+def test_recursion_gradients_equal_kkt_gradients(problem, seed, stab, off_manifold):
+    """The Part II recursion's implicit derivatives (:func:`diffchain.active.active_solve`: one more recursion with
+    the cotangent, the sweeps never differentiated) == reverse mode through the dense KKT solve, with respect to
+    positions, velocities, alpha^w, masses and control torques, on random chains and active sets."""
+    chain, state, control, desc = problem
+    rng = np.random.default_rng(seed)
+    if off_manifold:
+        state = perturb(chain, state, rng)
+    n = chain.n
+    active = choose_active(chain, state, control, rng)
+    alpha_w, theta_bar = rng.normal(size=n), rng.uniform(-np.pi, np.pi, n)
+    free_rod = np.append(~(np.asarray(chain.guided[:-1]) & np.asarray(chain.guided[1:])), False)  # as phi is tested
+    w = (rng.normal(size=(n, 2)), rng.normal(size=n) * free_rod, rng.normal(size=n) * active)
+    desc += f" active={active.astype(int).tolist()} seed={seed} stab={stab} off={off_manifold}"
+    g1 = grad_rec_all(chain, state, control, active, alpha_w, theta_bar, stab, w)
+    g2 = grad_kkt_all(chain, state, control, active, alpha_w, theta_bar, stab, w)
+    tol = max(1e-9, 1e-15 * kkt_condition(chain, state, control, active))
+    for name, u, v in zip(("x", "v", "alpha_w", "m", "tau"), g1, g2):
+        assert np.all(np.isfinite(u)), (name, desc)
+        assert _rel(u, v) <= tol, (name, _rel(u, v), desc)
 
 
 @pytest.mark.parametrize("stab", [NO_STAB, 0.05])
