@@ -15,7 +15,9 @@ Sections (all measured in the same run):
   profile  where the single-chain time goes: a ladder of rollouts that adds the pieces of a quiet event quantum one at
            a time (Part I ``Recursive`` step -> Part II ``active_dynamics_recursive`` step ->
            ``events.constrained_dynamics`` -> + ``events.detect`` -> a quiet quantum's one slot -> ``event_rollout``),
-           and the number of XLA kernels one call of each piece executes.
+           and the number of XLA kernels one call of each piece executes;
+  grad     reverse-mode gradients of event rollouts (5-link chain, T = ``--grad-steps``): one drop, and
+           ``vmap(grad)`` / ``grad(vmap)`` over 64 random drops, against the forward rollout; compile times.
 
 Method (as experiments/bench.py): every timed function is jitted and compiled first (``jit(f).lower().compile()``),
 run once as warm-up, then timed ``--repeats`` times (default 7; 2 for the largest batch) with
@@ -52,7 +54,7 @@ import subprocess
 import sys
 import time
 
-SECTIONS = ("single", "budget", "batched", "kkt", "profile")
+SECTIONS = ("single", "budget", "batched", "kkt", "profile", "grad")
 
 
 def _parse():
@@ -62,6 +64,7 @@ def _parse():
     p.add_argument("--repeats", type=int, default=7, help="timed rounds per measurement (median reported)")
     p.add_argument("--steps", type=int, default=1000, help="quanta per single-chain rollout")
     p.add_argument("--batch-steps", type=int, default=200, help="quanta per batched rollout")
+    p.add_argument("--grad-steps", type=int, default=200, help="quanta per rollout of section grad")
     p.add_argument("--batches", default="64,1024", help="batch sizes of section batched")
     p.add_argument("--cores", type=int, default=1, help="pin the process to this many cores (0: leave it alone)")
     p.add_argument("--no-unpinned", action="store_true", help="skip the unpinned comparison subprocess")
@@ -569,6 +572,67 @@ def section_kkt(single):
     return res
 
 
+# ------------------------------------------------------------------------------------------------- section 6: grad
+
+def section_grad():
+    T, k, B = ARGS.grad_steps, K_BUDGET, 64
+    n = k + 1
+    R.add(f"## 6. Reverse-mode gradients of event rollouts ({k}-link chain, T = {T})\n")
+    R.add("loss = Σ x_final² + Σ v_final² after `event_rollout` (default `checkpoint=1`: each quantum recomputed in the "
+          "reverse pass) from a drop given by its joint angles and height (`from_joint_angles`), differentiated with "
+          "respect to both. *One chain*: the drop of section 1 (joint rates ±8 rad/s, a joint swings into its "
+          f"limit, the chain lands). *{B} chains*: the random drops of section 3, `vmap` of `grad` and `grad` of the "
+          "summed `vmap`, against the `vmap`-ed forward loss. Per quantum (per chain and quantum), median (best in "
+          "brackets); forward and gradients timed round-robin, ratio = median of the per-round ratios; compile = "
+          "trace + XLA compile.\n")
+    chain = dc.free_chain(k, mass=1.0, length=0.5)
+    ev = make_events(n, 0.0)
+    _, s1 = drop_state(k, 8.0)
+    th1, thd1 = dc.joint_angles(s1), dc.joint_velocities(s1)[:k]
+
+    def loss(theta, height, theta_dot, base_v):
+        s = dc.from_joint_angles(chain, theta, theta_dot, base=jnp.stack([jnp.zeros_like(height), height]),
+                                 base_velocity=base_v)
+        final, _ = dc.event_rollout(chain, ev, dc.EventState(s), None, DT, n_steps=T)
+        return jnp.sum(final.state.x ** 2) + jnp.sum(final.state.v ** 2)
+
+    one = (th1, s1.x[0, 1], thd1, s1.v[0])
+    sb = batch_states(chain, B, seed=B)
+    many = (jax.vmap(dc.joint_angles)(sb), sb.x[:, 0, 1], jax.vmap(dc.joint_velocities)(sb)[:, :k], sb.v[:, 0])
+    g = jax.grad(loss, argnums=(0, 1))
+    fns = {"fwd": (loss, one), "grad": (g, one),
+           "fwd_b": (jax.vmap(loss), many), "vmap_grad": (jax.vmap(g), many),
+           "grad_vmap": (jax.grad(lambda *a: jnp.sum(jax.vmap(loss)(*a)), argnums=(0, 1)), many)}
+    cases, comp = {}, {}
+    for name, (f, args) in fns.items():
+        c, comp[name] = compile_fn(f, *args)
+        out = c(*args)
+        assert all(bool(jnp.all(jnp.isfinite(o))) for o in jax.tree.leaves(out)), name
+        cases[name] = (c, args)
+        log(f"  compiled {name}: {comp[name]:.1f} s")
+    smp = time_many(cases)
+    per = {name: T * (B if name in ("fwd_b", "vmap_grad", "grad_vmap") else 1) for name in fns}
+    res = {name: med(smp[name]) / per[name] for name in fns}
+    best = {name: min(smp[name]) / per[name] for name in fns}
+    res["ratio"] = paired_ratio(smp["grad"], smp["fwd"])
+    res["ratio_vg"] = paired_ratio(smp["vmap_grad"], smp["fwd_b"])
+    res["ratio_gv"] = paired_ratio(smp["grad_vmap"], smp["fwd_b"])
+    res["compile"] = comp
+    cell = lambda name: f"{fmt_t(res[name])} ({fmt_t(best[name])})"  # noqa: E731
+    rows = [["one chain, `grad`", cell("fwd"), cell("grad"), f"**{res['ratio']:.1f}×**",
+             f"{comp['fwd']:.1f} s / {comp['grad']:.1f} s"],
+            [f"{B} chains, `vmap(grad)`", cell("fwd_b"), cell("vmap_grad"), f"**{res['ratio_vg']:.0f}×**",
+             f"{comp['fwd_b']:.1f} s / {comp['vmap_grad']:.1f} s"],
+            [f"{B} chains, `grad(vmap)`", cell("fwd_b"), cell("grad_vmap"), f"**{res['ratio_gv']:.0f}×**",
+             f"{comp['fwd_b']:.1f} s / {comp['grad_vmap']:.1f} s"]]
+    for r in rows:
+        log("  " + " | ".join(str(c) for c in r))
+    R.add(md_table(["case", "forward per (chain·) quantum", "gradient per (chain·) quantum", "gradient / forward",
+                    "compile forward / gradient"], rows))
+    R.add("")
+    return res
+
+
 # ---------------------------------------------------------------------------------------------- section 5: profile
 
 _TRIVIAL = {"parameter", "get-tuple-element", "tuple", "constant", "bitcast"}
@@ -941,7 +1005,7 @@ def main():
     secs = {name: None for name in SECTIONS}
     calls = {"single": lambda: section_single(), "budget": lambda: section_budget(secs["single"]),
              "batched": lambda: section_batched(), "kkt": lambda: section_kkt(secs["single"]),
-             "profile": lambda: section_profile(secs["single"])}
+             "profile": lambda: section_profile(secs["single"]), "grad": lambda: section_grad()}
     for name in SECTIONS:
         if name in ARGS.sections:
             t0 = time.perf_counter()
