@@ -265,12 +265,18 @@ def _kkt_matvec(op, z):
 def _kkt_swept(op, b):
     """The part of K^-1 b that the recursion (:func:`abcd_sweeps_c`) gives, O(n): the accelerations and the rod
     multipliers (rows switched off: y = b)."""
-    m, rx, ry, on, g, sl, sx, sy, p11, p12, p22 = op[:11]
-    bx, by, br, b1, b2 = b[:5]
-    a0x = jnp.where(g, b1, jnp.where(sl, sx * b1, 0.0))
-    a0y = jnp.where(g, b2, jnp.where(sl, sy * b1, 0.0))
-    ax, ay, phi = abcd_sweeps_c(m, _pad1(rx), _pad1(ry), _pad1(-br), bx, by, p11, p12, p22, a0x, a0y)
+    (m, rx, ry, on), (p11, p12, p22) = op[:4], op[8:11]
+    bx, by, br = b[:3]
+    ax, ay, phi = abcd_sweeps_c(m, _pad1(rx), _pad1(ry), _pad1(-br), bx, by, p11, p12, p22, *point_a0(op, b))
     return ax, ay, jnp.where(on, -phi[:-1], br)
+
+
+def point_a0(op, b):
+    """a0 of the point constraints a = P a + a0 (:func:`diffchain.constraints.point_projector_c`) from the point rows
+    of the right-hand side: a^w at a guided point, s beta on a slider, 0 elsewhere."""
+    g, sl, sx, sy = op[4:8]
+    b1, b2 = b[3:5]
+    return jnp.where(g, b1, jnp.where(sl, sx * b1, 0.0)), jnp.where(g, b2, jnp.where(sl, sy * b1, 0.0))
 
 
 def point_multipliers(op, b, ax, ay, yr, fx=0.0, fy=0.0):
@@ -311,6 +317,7 @@ def implicit_solve(swept, complete, matvec, tangent_swept=None):
         cuts = np.cumsum([len(q) for q in b])[:-1].tolist()
         split = lambda v: tuple(jnp.split(v, cuts))  # noqa: E731
         rhs = jnp.concatenate([p - q for p, q in zip(db, dKz)])
+
         def solve_k(_, r):
             r = split(r)
             return jnp.concatenate(complete(op, r, tangent_swept(op, r)))
