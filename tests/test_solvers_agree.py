@@ -123,3 +123,37 @@ def test_component_sweeps_are_the_reference_sweeps(form, monkeypatch):
         ax, ay, phi = dc.recursive._abcd_sweeps_c(*args, unrolled=form in ("unrolled", "fused"))
     np.testing.assert_allclose(np.stack([ax, ay], -1), a_ref, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(phi[:-1], np.sum(r[:-1] * np.asarray(Fd)[1:], -1), rtol=1e-12, atol=1e-12)
+
+
+def test_inertial_component_sweeps_equal_matrix_sweeps():
+    """The rigid-link hot path (:func:`_inertial_sweeps_c`, by components) = the readable matrix sweeps
+    (:func:`abcd_backward_inertial`, :func:`forward_sweep`) on random inputs: random symmetric positive mass blocks and
+    general coupling blocks M12, free, slider and guided points, a terminal rod (accelerations and rod tensions)."""
+    rng = np.random.default_rng(8)
+    n = 7
+    L = rng.normal(size=(n, 2, 2))
+    B = L @ np.swapaxes(L, 1, 2) + 0.5 * np.eye(2)
+    M12 = 0.3 * rng.normal(size=(n, 2, 2))
+    M12[-1] = 0.0
+    ang = rng.uniform(0, 2 * np.pi, n)
+    r = np.stack([np.cos(ang), np.sin(ang)], -1)
+    r[-1] = 0.0
+    e = rng.normal(size=n)
+    e[-1] = 0.0
+    Fe, a0 = rng.normal(size=(n, 2)), rng.normal(size=(n, 2))
+    s = rng.normal(size=(n, 2))
+    s /= np.linalg.norm(s, axis=-1, keepdims=True)
+    kind = np.array([2, 0, 1, 0, 2, 1, 0])  # 0 free, 1 slider, 2 guided
+    P = np.where((kind == 0)[:, None, None], np.eye(2), np.eye(2) - s[:, :, None] * s[:, None, :])
+    P = np.where((kind == 2)[:, None, None], 0.0, P)
+    a0 = np.where((kind == 0)[:, None], 0.0, a0)
+    coeffs, (k, phi0) = dc.recursive.abcd_backward_inertial(*map(jnp.asarray, (B, r, e, Fe, P, a0, M12)))
+    a_ref, Fd = dc.recursive.forward_sweep(*coeffs)
+    comps = lambda X, ij: tuple(jnp.asarray(X[:, i, j]) for i, j in ij)  # noqa: E731
+    vec = lambda X: (jnp.asarray(X[:, 0]), jnp.asarray(X[:, 1]))  # noqa: E731
+    sym, full = ((0, 0), (0, 1), (1, 1)), ((0, 0), (0, 1), (1, 0), (1, 1))
+    ax, ay, phi = dc.recursive._inertial_sweeps_c(comps(B, sym), vec(r), jnp.asarray(e), vec(Fe), comps(P, sym),
+                                                  vec(a0), comps(M12, full))
+    np.testing.assert_allclose(np.stack([ax, ay], -1), a_ref, rtol=1e-12, atol=1e-12)
+    phi_ref = np.sum(np.asarray(k) * np.asarray(Fd), -1) + np.asarray(phi0)
+    np.testing.assert_allclose(phi, phi_ref, rtol=1e-12, atol=1e-12)
