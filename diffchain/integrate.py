@@ -83,8 +83,9 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
     ``controls`` is a :class:`Control` whose leaves have a leading time axis (open loop), a policy
     ``policy(state) -> Control`` (closed loop), or None (no input); give ``n_steps`` for the last two. ``checkpoint=k`` recomputes the forward pass
     in segments of k steps during reverse-mode differentiation (memory O(T/k + k) instead of O(T)). With the
-    recursive solver on massless rods, reverse mode stores only each step's state and KKT solution
-    (:func:`diffchain.recursive.kkt_solve`) and recomputes the elementwise terms around it.
+    recursive solver, reverse mode stores only each step's state and KKT solution
+    (:func:`diffchain.recursive.kkt_solve`, :func:`diffchain.recursive.link_solve`) and recomputes the elementwise
+    terms around it.
     """
     state = check_state(chain, state) if check else state
 
@@ -92,9 +93,9 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
         s = step(chain, s, u, dt, solver=solver, integrator=integrator)
         return s, s
 
-    if isinstance(solver, Recursive) and not chain.has_links:
+    if isinstance(solver, Recursive):
         # reverse mode keeps only the state and the KKT solutions of each step and recomputes the elementwise terms
-        # around them, instead of storing every intermediate (the sweeps are never recomputed: kkt_solve)
+        # around them, instead of storing every intermediate (the sweeps are never recomputed: kkt_solve, link_solve)
         body = jax.checkpoint(body, policy=jax.checkpoint_policies.save_only_these_names(KKT_SOLUTION),
                               prevent_cse=False)
     return _scan_rollout(chain, body, state, controls, n_steps, checkpoint, lambda s: s)

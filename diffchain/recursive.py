@@ -304,13 +304,15 @@ def _kkt_rod_forces(op, y):
     return _pad_diff(-rx * y), _pad_diff(-ry * y)
 
 
-def _kkt_matvec(op, z):
-    """K z for the KKT operator ``op`` = (m, r_x, r_y, rod on, guided, slider, s_x, s_y, P_11, P_12, P_22)."""
+def _kkt_matvec(op, z, Ma=None):
+    """K z for the KKT operator ``op`` = (m, r_x, r_y, rod on, guided, slider, s_x, s_y, P_11, P_12, P_22); ``Ma``
+    the product of the mass matrix with the accelerations, m a by default (point masses)."""
     m, rx, ry, on, g, sl, sx, sy = op[:8]
     ax, ay, yr, y1, y2 = z
+    Ma_x, Ma_y = (m * ax, m * ay) if Ma is None else Ma
     fx, fy = _kkt_rod_forces(op, yr)
-    top_x = m * ax + fx + jnp.where(g, y1, jnp.where(sl, sx * y1, 0.0))
-    top_y = m * ay + fy + jnp.where(g, y2, jnp.where(sl, sy * y1, 0.0))
+    top_x = Ma_x + fx + jnp.where(g, y1, jnp.where(sl, sx * y1, 0.0))
+    top_y = Ma_y + fy + jnp.where(g, y2, jnp.where(sl, sy * y1, 0.0))
     rod = jnp.where(on, rx * (ax[1:] - ax[:-1]) + ry * (ay[1:] - ay[:-1]), yr)
     row1 = jnp.where(g, ax, jnp.where(sl, sx * ax + sy * ay, y1))
     row2 = jnp.where(g, ay, y2)
@@ -334,13 +336,15 @@ def point_a0(op, b):
     return jnp.where(g, b1, jnp.where(sl, sx * b1, 0.0)), jnp.where(g, b2, jnp.where(sl, sy * b1, 0.0))
 
 
-def point_multipliers(op, b, ax, ay, yr, fx=0.0, fy=0.0):
+def point_multipliers(op, b, ax, ay, yr, fx=0.0, fy=0.0, Ma=None):
     """The guided and slider points' multipliers y1, y2 from the residual of Newton's law (elementwise), given the
-    accelerations, the rod multipliers and any further constraint forces (fx, fy) on the points."""
+    accelerations, the rod multipliers and any further constraint forces (fx, fy) on the points; ``Ma`` as in
+    :func:`_kkt_matvec`."""
     m, rx, ry, on, g, sl, sx, sy = op[:8]
     bx, by, br, b1, b2 = b[:5]
+    Ma_x, Ma_y = (m * ax, m * ay) if Ma is None else Ma
     rod_x, rod_y = _kkt_rod_forces(op, yr)
-    res_x, res_y = bx - m * ax - rod_x - fx, by - m * ay - rod_y - fy  # = J_pt^T y_pt
+    res_x, res_y = bx - Ma_x - rod_x - fx, by - Ma_y - rod_y - fy  # = J_pt^T y_pt
     y1 = jnp.where(g, res_x, jnp.where(sl, sx * res_x + sy * res_y, b1))
     y2 = jnp.where(g, res_y, b2)
     return y1, y2
@@ -420,20 +424,45 @@ def kkt_system(chain: Chain, state: State, control: Control, stab=None):
     return op, b
 
 
+def _link_mass_times(op, ax, ay):
+    """M a for rigid links by components, op[11:] = (B11, B12, B22, M12 by components of each link; 0 for the terminal
+    point): (M a)_i = B_i a_i + M12_i a_{i+1} + M21_{i-1} a_{i-1} (block-tridiagonal, :mod:`diffchain.inertia`)."""
+    B11, B12, B22, c11, c12, c21, c22 = op[11:18]
+    up = lambda q: jnp.concatenate([q[1:], jnp.zeros_like(q[:1])])  # noqa: E731  q_{i+1}
+    down = lambda q: jnp.concatenate([jnp.zeros_like(q[:1]), q[:-1]])  # noqa: E731  q_{i-1}
+    nx, ny = up(ax), up(ay)
+    px, py = down(ax), down(ay)
+    return (B11 * ax + B12 * ay + c11 * nx + c12 * ny + down(c11) * px + down(c21) * py,
+            B12 * ax + B22 * ay + c21 * nx + c22 * ny + down(c12) * px + down(c22) * py)
+
+
+def _link_swept(op, b):
+    """The part of K^-1 b that the rigid-link sweeps (:func:`_inertial_sweeps_c`) give: a_x, a_y, y_rod."""
+    (rx, ry, on), P, blocks = op[1:4], op[8:11], op[11:18]
+    bx, by, br = b[:3]
+    ax, ay, phi = _inertial_sweeps_c(blocks[:3], (_pad1(rx), _pad1(ry)), _pad1(-br), (bx, by), P, point_a0(op, b),
+                                     blocks[3:])
+    return ax, ay, jnp.where(on, -phi[:-1], br)
+
+
+link_solve = implicit_solve(
+    _link_swept, lambda op, b, z: z + point_multipliers(op, b, *z, Ma=_link_mass_times(op, *z[:2])),
+    lambda op, z: _kkt_matvec(op, z, _link_mass_times(op, *z[:2])))
+link_solve.__doc__ = (
+    "z = (a_x, a_y, y_rod, y1, y2) = K(op)^-1 b for the KKT operator with the block-tridiagonal mass matrix of rigid "
+    "links (:func:`_link_mass_times`), by the rigid-link sweeps, with implicit derivatives (:func:`implicit_solve`).")
+
+
 def recursive_dynamics(chain: Chain, state: State, control: Control, stab=None):
     """Accelerations a (n,2) and rod tensions phi (n-1,) by the seed-000 recursion, O(n): massless rods by
-    :func:`massless_dynamics`, rigid links by the generalised sweeps (:func:`_inertial_sweeps_c`)."""
+    :func:`massless_dynamics`, rigid links by the generalised sweeps (:func:`_inertial_sweeps_c`); both differentiated
+    implicitly (:func:`kkt_solve`, :func:`link_solve`)."""
     if not chain.has_links:
         return massless_dynamics(chain, state, control, stab)
-    X, Y, U, V = state.x[:, 0], state.x[:, 1], state.v[:, 0], state.v[:, 1]
-    rx, ry, e = rod_terms_c(chain, X, Y, U, V, stab)
-    p11, p12, p22, a0x, a0y = point_projector_c(chain, X, Y, U, V, control.a_w, stab)
-    Fx, Fy = external_forces_c(chain, X, Y, U, V, control)
+    op, b = kkt_system(chain, state, control, stab)
     weight = link_gravity(chain)  # the links' own weight on their end points
-    Fx, Fy = Fx + weight[:, 0], Fy + weight[:, 1]
     Bm = point_mass_blocks(chain)
-    M12 = jnp.concatenate([chain_link_blocks(chain)[1], jnp.zeros((1, 2, 2), Fx.dtype)])  # terminal point: none
-    ax, ay, phi = _inertial_sweeps_c((Bm[:, 0, 0], Bm[:, 0, 1], Bm[:, 1, 1]), (_pad1(rx), _pad1(ry)), _pad1(e),
-                                     (Fx, Fy), (p11, p12, p22), (a0x, a0y),
-                                     (M12[:, 0, 0], M12[:, 0, 1], M12[:, 1, 0], M12[:, 1, 1]))
-    return jnp.stack([ax, ay], -1), phi[:-1]
+    M12 = jnp.concatenate([chain_link_blocks(chain)[1], jnp.zeros((1, 2, 2), weight.dtype)])  # terminal point: none
+    blocks = (Bm[:, 0, 0], Bm[:, 0, 1], Bm[:, 1, 1], M12[:, 0, 0], M12[:, 0, 1], M12[:, 1, 0], M12[:, 1, 1])
+    ax, ay, yr, _, _ = link_solve(op + blocks, (b[0] + weight[:, 0], b[1] + weight[:, 1]) + b[2:])
+    return jnp.stack([ax, ay], -1), -yr

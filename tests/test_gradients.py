@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import assume, example, given
+from hypothesis import assume, example, given, strategies as st
 
 import diffchain as dc
 from strategies import consistent_start, make_problem, random_problem
@@ -157,12 +157,13 @@ _REV = [jax.jit(jax.grad(lambda *a, s=s: _solver_loss(s, *a), argnums=(1, 2, 3, 
 _FWD = [jax.jit(lambda c, a, t, s=s: jax.jvp(lambda *q: _solver_loss(s, c, *q), a, t)[1]) for s in _SOLVERS]
 
 
-@given(random_problem(sizes=(1, 2, 5, 9)))
+@given(st.one_of(random_problem(sizes=(1, 2, 5, 9)), random_problem(sizes=(2, 5), links=True)))
 def test_implicit_recursion_derivatives_equal_autodiff_of_kkt(problem):
     """The recursion's derivatives are implicit (lax.custom_linear_solve: nothing is differentiated through the
     sweeps); they must equal plain autodiff through the dense KKT solve, in reverse and in forward mode, with respect
     to positions, velocities, torques, point forces, prescribed accelerations and masses, for every joint kind and
-    off-manifold states."""
+    off-manifold states, with point masses (:func:`diffchain.recursive.kkt_solve`) and rigid links
+    (:func:`diffchain.recursive.link_solve`)."""
     chain, state, control, desc = problem
     args = (state.x, state.v, control.tau, control.F, control.a_w, chain.m)
     rev = [f(chain, *args) for f in _REV]
