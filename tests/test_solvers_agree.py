@@ -90,6 +90,23 @@ def test_recursion_is_the_seed_closed_form_for_an_ordinary_joint():
         np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-14)
 
 
+def _sweep_inputs(rng, n, kind=None):
+    """Random per-point inputs of the sweeps: unit rods r (a terminal rod r_n = 0), e (e_n = 0), F^e, and the point
+    constraints P, a0 of ``kind`` (0 free, 1 slider, 2 guided; random if None)."""
+    ang = rng.uniform(0, 2 * np.pi, n)
+    r = np.stack([np.cos(ang), np.sin(ang)], -1)
+    r[-1] = 0.0
+    e = rng.normal(size=n)
+    e[-1] = 0.0
+    Fe, a0 = rng.normal(size=(n, 2)), rng.normal(size=(n, 2))
+    s = rng.normal(size=(n, 2))
+    s /= np.linalg.norm(s, axis=-1, keepdims=True)
+    kind = rng.integers(0, 3, n) if kind is None else kind
+    P = np.where((kind == 0)[:, None, None], np.eye(2), np.eye(2) - s[:, :, None] * s[:, None, :])
+    P = np.where((kind == 2)[:, None, None], 0.0, P)
+    return r, e, Fe, P, np.where((kind == 0)[:, None], 0.0, a0)
+
+
 @pytest.mark.parametrize("form", ["scan", "blocked", "unrolled", "fused", "vmap"])
 def test_component_sweeps_are_the_reference_sweeps(form, monkeypatch):
     """The hot path (:func:`abcd_sweeps_c`, by components) = the readable matrix sweeps on random inputs with free,
@@ -101,18 +118,7 @@ def test_component_sweeps_are_the_reference_sweeps(form, monkeypatch):
     rng = np.random.default_rng(7)
     n = 5 if form == "fused" else 9
     m = rng.uniform(0.5, 2.0, n)
-    ang = rng.uniform(0, 2 * np.pi, n)
-    r = np.stack([np.cos(ang), np.sin(ang)], -1)
-    r[-1] = 0.0
-    e = rng.normal(size=n)
-    e[-1] = 0.0
-    Fe, a0 = rng.normal(size=(n, 2)), rng.normal(size=(n, 2))
-    s = rng.normal(size=(n, 2))
-    s /= np.linalg.norm(s, axis=-1, keepdims=True)
-    kind = rng.integers(0, 3, n)  # 0 free, 1 slider, 2 guided
-    P = np.where((kind == 0)[:, None, None], np.eye(2), np.eye(2) - s[:, :, None] * s[:, None, :])
-    P = np.where((kind == 2)[:, None, None], 0.0, P)
-    a0 = np.where((kind == 0)[:, None], 0.0, a0)
+    r, e, Fe, P, a0 = _sweep_inputs(rng, n)
     A, b, C, d = dc.recursive.abcd_backward(*map(jnp.asarray, (m, r, e, Fe, P, a0)))
     a_ref, Fd = dc.recursive.forward_sweep(A, b, C, d)
     args = tuple(map(jnp.asarray, (m, r[:, 0], r[:, 1], e, Fe[:, 0], Fe[:, 1], P[:, 0, 0], P[:, 0, 1], P[:, 1, 1],
@@ -135,18 +141,7 @@ def test_inertial_component_sweeps_equal_matrix_sweeps():
     B = L @ np.swapaxes(L, 1, 2) + 0.5 * np.eye(2)
     M12 = 0.3 * rng.normal(size=(n, 2, 2))
     M12[-1] = 0.0
-    ang = rng.uniform(0, 2 * np.pi, n)
-    r = np.stack([np.cos(ang), np.sin(ang)], -1)
-    r[-1] = 0.0
-    e = rng.normal(size=n)
-    e[-1] = 0.0
-    Fe, a0 = rng.normal(size=(n, 2)), rng.normal(size=(n, 2))
-    s = rng.normal(size=(n, 2))
-    s /= np.linalg.norm(s, axis=-1, keepdims=True)
-    kind = np.array([2, 0, 1, 0, 2, 1, 0])  # 0 free, 1 slider, 2 guided
-    P = np.where((kind == 0)[:, None, None], np.eye(2), np.eye(2) - s[:, :, None] * s[:, None, :])
-    P = np.where((kind == 2)[:, None, None], 0.0, P)
-    a0 = np.where((kind == 0)[:, None], 0.0, a0)
+    r, e, Fe, P, a0 = _sweep_inputs(rng, n, kind=np.array([2, 0, 1, 0, 2, 1, 0]))
     coeffs, (k, phi0) = dc.recursive.abcd_backward_inertial(*map(jnp.asarray, (B, r, e, Fe, P, a0, M12)))
     a_ref, Fd = dc.recursive.forward_sweep(*coeffs)
     comps = lambda X, ij: tuple(jnp.asarray(X[:, i, j]) for i, j in ij)  # noqa: E731
