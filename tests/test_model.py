@@ -76,6 +76,29 @@ def test_rollout_validates_its_start():
         dc.check_state(both_ends, dc.State(apart.x.at[2, 1].set(-2.0), apart.v))
 
 
+def test_unchecked_programs_have_no_host_callbacks():
+    """JAX's persistent compilation cache refuses programs with host callbacks. The start checks are such callbacks
+    (``eqx.error_if``); with ``check=False`` the rollouts, their gradients and event rollouts must contain none, so
+    that the cache can keep them (README, "Compiling once across runs")."""
+    chain = dc.pendulum(2)
+    s0 = dc.from_joint_angles(chain, jnp.array([0.3, -0.2]), jnp.array([1.0, 2.0]))
+    events = dc.Events(chain.n, ground=-5.0, theta_min=-2.0, theta_max=2.0)
+
+    def roll(s, check):
+        return dc.rollout(chain, s, None, 1e-3, n_steps=3, check=check)[0].x.sum()
+
+    def drop(s, check):
+        return dc.event_rollout(chain, events, dc.EventState(s), None, 1e-3, n_steps=2, check=check)[0].x.sum()
+
+    def callbacks(f):
+        return [p for p in ("pure_callback", "io_callback", "debug_callback") if p in str(jax.make_jaxpr(f)(s0))]
+
+    for f in (roll, drop):
+        assert callbacks(lambda s: f(s, True))  # the detection sees the checks ...
+        assert not callbacks(lambda s: f(s, False))  # ... and nothing else is a callback
+        assert not callbacks(jax.grad(lambda s: f(s, False)))
+
+
 def test_joint_space_round_trip_and_rates():
     """from_joint_angles -> joint_angles / joint_velocities is the identity; d theta/dt equals omega^z (finite
     differences along the exact kinematic motion)."""
