@@ -2,7 +2,8 @@
 
 One chain and a ``vmap``-ed batch of chains want different programs on XLA CPU: written-out sweeps are fast on one
 chain and slow under ``vmap`` (:func:`one_chain_form`); a ``lax.cond`` skips work on one chain but under ``vmap``
-becomes a select that always computes both branches (:func:`rare_cond`, :func:`unless_done`, :func:`scan_until`).
+becomes a select that always computes both branches (:func:`rare_cond`, :func:`unless_done`, :func:`scan_until`,
+:func:`any_in_batch`).
 """
 from __future__ import annotations
 
@@ -74,14 +75,20 @@ def rare_cond(pred, rare, common, operand, gather=False, one_chain=None):
     and scattered back, when few do; otherwise for the whole batch (kept where ``pred``). Each element's result is
     what the cond gives it. The gathered form is a second copy of ``rare`` in the program: nested ``gather``s multiply
     the compile time. Derivatives take the plain cond (``custom_vmap`` has no reverse-mode rule; ``grad`` of a ``vmap``
-    needs :func:`_stop_gradient_transposes_to_zero`). ``one_chain(operand)``, if given, replaces the cond on one element
-    outside derivatives (it must give the same, e.g. with a ``lax.while_loop``: :func:`scan_until`)."""
+    needs :func:`_stop_gradient_transposes_to_zero`) inside a cond on :func:`any_in_batch`: under ``vmap`` the rare
+    branch and its transpose are skipped for the whole batch when no element takes it, and run for all (a select)
+    otherwise (64 event-rollout gradients: 2x faster than the plain cond alone). ``one_chain(operand)``, if given,
+    replaces the cond on one element outside derivatives (it must give the same, e.g. with a ``lax.while_loop``:
+    :func:`scan_until`)."""
     g1, k1 = _explicit(rare, operand)
     g0, k0 = _explicit(common, operand)
     g2, k2 = _explicit(one_chain, operand) if one_chain is not None else (None, [])
 
     def plain(pred, k1, k0, k2, x):
         return jax.lax.cond(pred, lambda x: g1(k1, x), lambda x: g0(k0, x), x)
+
+    def derivative(pred, k1, k0, k2, x):  # plain, skipped for the whole batch when no element takes ``rare``
+        return jax.lax.cond(any_in_batch(pred), lambda x: plain(pred, k1, k0, k2, x), lambda x: g0(k0, x), x)
 
     def primal(pred, k1, k0, k2, x):
         return plain(pred, k1, k0, k2, x) if g2 is None else g2(k2, x)
@@ -120,8 +127,21 @@ def rare_cond(pred, rare, common, operand, gather=False, one_chain=None):
     h = jax.custom_batching.custom_vmap(primal)
     h.def_vmap(batched)
     h = jax.custom_jvp(h)
-    h.defjvp(lambda primals, tangents: jax.jvp(plain, primals, tangents))
+    h.defjvp(lambda primals, tangents: jax.jvp(derivative, primals, tangents))
     return h(pred, k1, k0, k2, operand)
+
+
+@jax.custom_batching.custom_vmap
+def any_in_batch(pred):
+    """``pred`` (a bool) on one element; under ``vmap`` whether any element's is true, the same for all (unbatched).
+    A cond on it stays a cond under ``vmap`` (it would become a select on a batched predicate), and it needs no
+    derivative rule: a bool has none."""
+    return pred
+
+
+@any_in_batch.def_vmap
+def _any_in_batch(axis_size, in_batched, pred):
+    return (jnp.any(pred) if in_batched[0] else pred), False
 
 
 def unless_done(f, done, c):

@@ -123,3 +123,31 @@ def test_scan_until_stops_where_done_in_all_its_forms(running):
     np.testing.assert_allclose(jax.jit(jax.vmap(run))(k, xs, t0), want[:, 0], rtol=1e-14)
     np.testing.assert_allclose(jax.vmap(jax.grad(run))(k, xs, t0), want[:, 1], rtol=1e-13)  # scan of conds
     np.testing.assert_allclose(jax.grad(lambda k: jnp.sum(jax.vmap(run)(k, xs, t0)))(k), want[:, 1], rtol=1e-13)
+
+
+@pytest.mark.parametrize("taken", [0, 3])
+def test_derivatives_skip_the_rare_branch_when_no_element_takes_it(taken):
+    """Under vmap, derivatives of rare_cond take the plain cond per element, but skip the rare branch for the whole
+    batch when no element takes it (a cond on ``any_in_batch``; a batched predicate alone turns a cond into a select
+    that runs both branches): a callback in the rare branch runs only if some element takes it, in both orders of
+    grad and vmap; the derivatives stay the cond's."""
+    calls = []
+
+    def rare(y):
+        jax.debug.callback(lambda: calls.append(1))
+        return jnp.sin(y) * y
+
+    def f(p, y):
+        return rare_cond(p, rare, lambda y: 2.0 * y * y, y)
+
+    p = jnp.arange(B) < taken
+    y = jnp.linspace(-1.0, 1.0, B)
+    want = np.where(p, np.cos(y) * y + np.sin(y), 4.0 * y)
+    vmap_of_grad = jax.jit(jax.vmap(jax.grad(f, 1)))
+    grad_of_vmap = jax.jit(lambda p, y: jax.grad(lambda y: jnp.sum(jax.vmap(f)(p, y)))(y))
+    for g in (vmap_of_grad, grad_of_vmap):
+        calls.clear()
+        got = g(p, y)
+        jax.effects_barrier()
+        assert bool(calls) == (taken > 0)
+        np.testing.assert_allclose(got, want, rtol=1e-14)
