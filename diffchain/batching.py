@@ -88,7 +88,8 @@ def rare_cond(pred, rare, common, operand, gather=False, one_chain=None):
         return jax.lax.cond(pred, lambda x: g1(k1, x), lambda x: g0(k0, x), x)
 
     def derivative(pred, k1, k0, k2, x):  # plain, skipped for the whole batch when no element takes ``rare``
-        return jax.lax.cond(any_in_batch(pred), lambda x: plain(pred, k1, k0, k2, x), lambda x: g0(k0, x), x)
+        outer, inner = any_in_batch(pred)
+        return jax.lax.cond(outer, lambda x: plain(inner, k1, k0, k2, x), lambda x: g0(k0, x), x)
 
     def primal(pred, k1, k0, k2, x):
         return plain(pred, k1, k0, k2, x) if g2 is None else g2(k2, x)
@@ -133,15 +134,18 @@ def rare_cond(pred, rare, common, operand, gather=False, one_chain=None):
 
 @jax.custom_batching.custom_vmap
 def any_in_batch(pred):
-    """``pred`` (a bool) on one element; under ``vmap`` whether any element's is true, the same for all (unbatched).
-    A cond on it stays a cond under ``vmap`` (it would become a select on a batched predicate), and it needs no
-    derivative rule: a bool has none."""
-    return pred
+    """(whether any element's ``pred`` is true, whose ``pred`` is true): on one element (``pred``, True); under
+    ``vmap`` (any over the batch, unbatched; ``pred``). A cond on the first stays a cond under ``vmap`` (on a batched
+    predicate it would become a select that runs both branches); on one element a cond on the second is a cond on a
+    constant. No derivative rule is needed: bools have none."""
+    return pred, jnp.ones((), bool)
 
 
 @any_in_batch.def_vmap
 def _any_in_batch(axis_size, in_batched, pred):
-    return (jnp.any(pred) if in_batched[0] else pred), False
+    if not in_batched[0]:
+        return (pred, jnp.ones((), bool)), (False, False)
+    return (jnp.any(pred), pred), (False, True)
 
 
 def unless_done(f, done, c):
