@@ -264,26 +264,36 @@ def _finite(x):
     return jnp.where(jnp.isfinite(x), x, 0.0)
 
 
-def first_crossing(g0, g1, g2, g_end, h, exact):
+def first_crossing(g0, g1, g2, g_end, h, exact, where=True):
     """Time s in [0, h] after the sub-quantum's start where a slack g(s) = g0 + g1 s + g2 s^2 / 2 first reaches 0.
 
     This is the seed's time since the event (§7: eps = (-z^T v + sqrt(Delta))/(z^T a); §12.1: the smaller positive
     root) counted from the start, s = h - eps, in the cancellation-free form s = 2 g0 / (-g1 + sqrt(g1^2 - 2 g2 g0))
     (no division by z^T a, which may vanish). For a contact the quadratic is exact (constant acceleration); for an
     angle (``exact`` False) it is a model, and where it has no root in [0, h] the crossing is interpolated linearly
-    between g0 and the true end slack g_end. Already violated at the start (g0 <= 0): s = 0. Double-``where`` keeps
-    the gradient finite on every branch.
+    between g0 and the true end slack g_end. Already violated at the start (g0 <= 0): s = 0. Only the entries
+    ``where`` are wanted: elsewhere s = h.
+
+    The gradient is finite on every entry, wanted or not (a ``jnp.where`` outside cannot mask an infinite partial
+    derivative: 0 * inf = nan): every guarded division sees a safe denominator where its guard is off, and the
+    slacks are divided by their size S = max(|g0|, |g_end|) first (the root does not depend on the scale; S is held
+    constant). Without that, a point resting on an obstacle in float32 (slacks ~1e-21 m) squared its slack in the
+    derivative of the quotient to below the smallest float and made the gradient nan.
     """
+    S = jax.lax.stop_gradient(jnp.maximum(jnp.abs(g0), jnp.abs(g_end)))
+    good_S = where & (S > 0)
+    S = jnp.where(good_S, S, 1.0)
+    g0, g1, g2, g_end = g0 / S, g1 / S, g2 / S, g_end / S
     D = g1**2 - 2.0 * g2 * g0
     sq = jnp.sqrt(jnp.where(D > 0, D, 1.0))
     den = -g1 + sq
-    ok = (g0 > 0) & (D > 0) & (den > 0)
+    ok = good_S & (g0 > 0) & (D > 0) & (den > 0)
     s_quad = jnp.where(ok, 2.0 * g0 / jnp.where(ok, den, 1.0), h)
-    lin_ok = (g0 > 0) & (g0 - g_end > 0)
+    lin_ok = good_S & (g0 > 0) & (g0 - g_end > 0)
     s_lin = jnp.where(lin_ok, h * g0 / jnp.where(lin_ok, g0 - g_end, 1.0), h)
     good = ok & (s_quad <= h)
     s = jnp.where(good | exact, s_quad, s_lin)
-    return jnp.clip(jnp.where(g0 > 0, s, 0.0), 0.0, h)
+    return jnp.where(where, jnp.clip(jnp.where(g0 > 0, s, 0.0), 0.0, h), h)
 
 
 def _angles(x, theta_ref=None):
@@ -334,13 +344,13 @@ def detect(chain: Chain, events: Events, es: EventState, x, v, a, h):
 
     def times(_):
         g0, g1, g2 = _slack(z, z0, x), _slack(z, 0.0 * z0, v), _slack(z, 0.0 * z0, a)
-        s = jnp.where(hit, first_crossing(g0, g1, g2, g_end, h, True), h)
+        s = first_crossing(g0, g1, g2, g_end, h, True, hit)
         k = jnp.argmin(s, axis=1) if z.shape[0] else jnp.zeros((n,), int)
         s_c = jnp.where(hit_c, jnp.take_along_axis(s, k[:, None], 1)[:, 0], h) if z.shape[0] else jnp.full((n,), h)
         st = State(x, v)
         om, al = joint_velocities(st), joint_accelerations(st, a)
-        s_hi = jnp.where(hit_hi, first_crossing(hi - th0, -om, -al, hi - th1, h, False), h)
-        s_lo = jnp.where(hit_lo, first_crossing(th0 - lo, om, al, th1 - lo, h, False), h)
+        s_hi = first_crossing(hi - th0, -om, -al, hi - th1, h, False, hit_hi)
+        s_lo = first_crossing(th0 - lo, om, al, th1 - lo, h, False, hit_lo)
         return s_c, k, s_hi, s_lo
 
     def none(_):

@@ -63,6 +63,38 @@ def test_first_crossing_matches_polynomial_roots():
     assert float(ev.first_crossing(-1e-3, -1.0, 0.0, -2e-3, h, True)) == 0.0
 
 
+
+def test_first_crossing_derivatives_at_round_off_slacks_in_float32():
+    """Slacks of a point resting on an obstacle are ~1e-21 m. The derivative of the quotients in the crossing time
+    squared them below the smallest float32, and the gradient of every event rollout with a stuck point became nan
+    (0 * inf), although the stuck point's time is not wanted. Wanted entries must match the implicit-function
+    derivatives of g(s) = 0 (ds/dg0 = -1/g'(s), ds/dg1 = -s/g'(s), ds/dg2 = -s^2/(2 g'(s))), unwanted ones be h with
+    zero derivatives."""
+    f32 = jnp.float32
+    h = 1e-3
+    # at rest on the ground (twice), falling from 1e-21 m, drifting into the ground from 1e-21 m, falling from 1 mm
+    g0 = np.array([4.8e-21, 4.8e-21, 1e-21, 1e-21, 1e-3])
+    g1 = np.array([-7.6e-19, -7.6e-19, -1e-3, -2e-18, -2.0])
+    g2 = np.array([0.0, -1e-30, -9.81, 0.0, -9.81])
+    g_end = g0 + g1 * h + 0.5 * g2 * h**2
+    want = np.array([False, False, True, True, True])
+    for exact in (True, False):
+        def total(a, b, c, e):
+            return jnp.sum(ev.first_crossing(a, b, c, e, h, exact, jnp.asarray(want)))
+
+        s = ev.first_crossing(*(jnp.asarray(q, f32) for q in (g0, g1, g2, g_end)), h, exact, jnp.asarray(want))
+        grads = jax.grad(total, argnums=(0, 1, 2, 3))(*(jnp.asarray(q, f32) for q in (g0, g1, g2, g_end)))
+        assert all(np.all(np.isfinite(np.asarray(g))) for g in grads)
+        assert np.all(np.asarray(s)[~want] == np.float32(h))
+        assert all(np.all(np.asarray(g)[~want] == 0.0) for g in grads)
+        if exact:
+            root = np.array([np.min(r[(r.imag == 0) & (r.real >= 0)].real) for r in
+                             (np.roots([0.5 * c, b, a]) for a, b, c in zip(g0[want], g1[want], g2[want]))])
+            slope = g1[want] + g2[want] * root
+            np.testing.assert_allclose(np.asarray(s)[want], root, rtol=1e-5)
+            for g, ref in zip(grads[:3], (-1 / slope, -root / slope, -root**2 / (2 * slope))):
+                np.testing.assert_allclose(np.asarray(g)[want], ref, rtol=1e-4, atol=1e-30)
+
 def _projection(chain, state, stuck, held):
     """v' = v - M^-1 J^T (J M^-1 J^T)^-1 J v for rods, stuck points (both coordinates) and held joint rows (numpy)."""
     n = chain.n
@@ -327,6 +359,7 @@ def test_seed_anomalies_finish_within_the_budget(scenario):
     assert np.all(length < 1e-5) and np.all(rate < 1e-3 * (1 + speed))
     if scenario is _fig4:  # the release <-> re-stick loop of Fig. 4 is detected and the contact locked
         assert np.asarray(traj.chatter).max() >= float(events.chatter_count)
+
 
 
 def test_exhausted_budget_finishes_with_a_plain_quantum():
