@@ -432,19 +432,20 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
     es_rel, rep0, (rel_c, rel_l) = release(eqx.tree_at(_cache, es, (None,) * 5), report0, es.R, es.tau_w, hit)
     released = jnp.any(rel_c) | jnp.any(rel_l)
     carry0 = dict(es=es_rel, a=es.a, tau_w=es.tau_w, R=es.R, valid=hit & ~released, t=jnp.zeros((), dtype),
-                  level=zi, rep=rep0, left=jnp.stack([rel_c, rel_l]))
+                  level=zi, rep=rep0, left=jnp.stack([rel_c, rel_l]), kick=jnp.zeros((), bool))
 
     def cut(c, h):
         """Detect the first event of the sub-quantum [t, t + h] (seed §7, §12.1) and build the state at it, with the
-        constraints that fire there (everything crossing within round-off of the earliest time) switched on."""
-        es_, a, t = c["es"], c["a"], c["t"]
+        constraints that fire there (everything crossing within round-off of the earliest time) switched on. A
+        ``kick`` is the impulse of constraints switched on again by the scuffing test: at once (s_e = 0), adding none."""
+        es_, a, t, kick = c["es"], c["a"], c["t"], c["kick"]
         x, v = es_.state.x, es_.state.v
         (s_c, hit_c, k), (s_l, hit_l, side) = detect(chain, events, es_, x, v, a, h)
-        s_e = jnp.minimum(jnp.min(s_c, initial=h), jnp.min(s_l, initial=h))
-        event = c["valid"] & (jnp.any(hit_c) | jnp.any(hit_l))
+        s_e = jnp.where(kick, 0.0, jnp.minimum(jnp.min(s_c, initial=h), jnp.min(s_l, initial=h)))
+        event = kick | (c["valid"] & (jnp.any(hit_c) | jnp.any(hit_l)))
         tol = 1e-9 * dt
-        new_c = hit_c & (s_c <= s_e + tol)
-        new_l = hit_l & (s_l <= s_e + tol)
+        new_c = ~kick & hit_c & (s_c <= s_e + tol)
+        new_l = ~kick & hit_l & (s_l <= s_e + tol)
         xe, ve = x + s_e * v + 0.5 * s_e**2 * a, v + s_e * a
         zk, z0k = events.z[k] if events.z.shape[0] else jnp.zeros_like(x), events.z0[k] if events.z.shape[0] else x
         proj = xe - zk * jnp.sum(zk * (xe - z0k), -1, keepdims=True)  # the pin: the contact point on the line
@@ -501,27 +502,39 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
         es_new, rep, (rel_c, rel_l) = release(es_new, rep, R, tau_w, check)
         released = jnp.any(rel_c) | jnp.any(rel_l)
         # scuffing (seed §12.2, Fig. 4): a constraint released by an earlier slot of this quantum whose free motion
-        # (this refresh, computed without it) heads straight back into the obstacle or limit is switched on again and
-        # locked for chatter_window quanta
+        # (this refresh, computed without it) heads straight back into the obstacle or limit is switched on again,
+        # locked for chatter_window quanta, and gets its impulse in the next slot (it may be moving in: another
+        # point's impact can have pushed it since its release). The releases of this quantum are undone with it where
+        # the constraint still holds (within 1e-6 of the longest rod / 1e-6 rad): the impulse would push them in.
         left = c["left"]
         refresh = ~c["valid"] & ~event & ~last
         # ("heads back": its normal velocity or angular velocity changes sign within one quantum)
+        gap = jnp.sum(es_new.normal * (x - es_new.pin), -1)  # of a contact point from its line
+
         def heads_back(_):
             back_c = left[0] & ~es_new.stuck & (jnp.sum(es_new.normal * (v + dt * a_s), -1) < 0)
-            alpha = joint_accelerations(State(x, v), a_s)
-            back_l = left[1] & ~es_new.held & (es_new.side * (joint_velocities(State(x, v)) + dt * alpha) > 0)
-            return jnp.stack([back_c, back_l])
+            st = State(x, v)
+            omega_next = joint_velocities(st) + dt * joint_accelerations(st, a_s)
+            back_l = left[1] & ~es_new.held & (es_new.side * omega_next > 0)
+            limit = jnp.where(es_new.side > 0, _finite(events.theta_max), _finite(events.theta_min))
+            undo = jnp.any(back_c) | jnp.any(back_l)
+            on_c = (left[0] | rel_c) & ~es_new.stuck & (gap <= 1e-6 * jnp.max(chain.l, initial=1.0))
+            on_l = (left[1] | rel_l) & ~es_new.held & (es_new.side * (_angles(x) - limit) >= -1e-6)
+            return jnp.stack([back_c | (undo & on_c), back_l | (undo & on_l)])
 
         back = rare_cond(refresh & jnp.any(left), heads_back, lambda _: jnp.zeros_like(left), None)
         lock = jnp.where(back, jnp.e * events.chatter_count, es_new.chatter)
-        es_new = eqx.tree_at(lambda e: (e.stuck, e.held, e.chatter), es_new,
-                             (es_new.stuck | back[0], es_new.held | back[1], jnp.maximum(es_new.chatter, lock)))
+        # pinned where it is now, projected on its line (it may have slid since it stuck)
+        pin = x - es_new.normal * gap[:, None]
+        es_new = eqx.tree_at(lambda e: (e.stuck, e.pin, e.held, e.chatter), es_new,
+                             (es_new.stuck | back[0], jnp.where(back[0][:, None], pin, es_new.pin),
+                              es_new.held | back[1], jnp.maximum(es_new.chatter, lock)))
         valid = check & ~released & ~jnp.any(back)
         left = left | jnp.stack([rel_c, rel_l])
         level = jnp.where(reject, c["level"] + 1, jnp.where(accept, jnp.maximum(c["level"] - 1, 0), c["level"]))
         keep = lambda old, new: jnp.where(reject, old, new)  # noqa: E731
         return dict(es=es_new, a=keep(a, a_s), tau_w=keep(c["tau_w"], tau_w), R=keep(c["R"], R), valid=valid | reject,
-                    t=t_new, level=level, rep=rep, left=left)
+                    t=t_new, level=level, rep=rep, left=left, kick=jnp.any(back))
 
     # most quanta are quiet: the quiet trial, and the first slot only where it does not apply (on one chain a cond,
     # under vmap on those chains alone); its result is what the first slot gives there
