@@ -63,7 +63,8 @@ class Events(eqx.Module):
       threshold: halving threshold on the velocity error estimate max_i |a_i' - a_i| h, in m/s (seed §12.2: "e.g. 1")
       max_depth: at most this many halvings of a sub-quantum (static)
       slots:     solver calls per quantum (static); a quiet quantum uses 1 (2 when the control changed), an impact
-                 2 more, a halving 1-2 more
+                 2 more, a halving 1-2 more, a constraint switched on again by the scuffing test 2 more (its impulse
+                 and a refresh)
       chatter_count, chatter_window: a constraint released ``chatter_count`` times within about ``chatter_window``
                  quanta stays active (seed §12.2 chattering and scuffing)
     """
