@@ -509,9 +509,9 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
         # the constraint still holds (within 1e-6 of the longest rod / 1e-6 rad): the impulse would push them in.
         left = c["left"]
         refresh = ~c["valid"] & ~event & ~last
-        # ("heads back": its normal velocity or angular velocity changes sign within one quantum)
         gap = jnp.sum(es_new.normal * (x - es_new.pin), -1)  # of a contact point from its line
 
+        # ("heads back": its normal velocity or angular velocity changes sign within one quantum)
         def heads_back(_):
             back_c = left[0] & ~es_new.stuck & (jnp.sum(es_new.normal * (v + dt * a_s), -1) < 0)
             st = State(x, v)
