@@ -62,7 +62,8 @@ def test_jacfwd_equals_jacrev_of_rollout_wrt_initial_state():
         return dc.joint_angles(dc.rollout(chain, dc.from_joint_angles(chain, theta0), controls, 2e-3)[0])
 
     theta0 = jnp.array([-1.0, 0.5, 0.2])
-    np.testing.assert_allclose(jax.jacfwd(final_angles)(theta0), jax.jacrev(final_angles)(theta0), rtol=1e-9,
+    np.testing.assert_allclose(jax.jit(jax.jacfwd(final_angles))(theta0), jax.jit(jax.jacrev(final_angles))(theta0),
+                               rtol=1e-9,
                                atol=1e-12)
 
 
@@ -185,10 +186,10 @@ def test_second_derivatives_match_finite_differences(n_links):
         return dc.forward_dynamics(chain, dc.from_joint_angles(chain, theta, jnp.full(n_links, 0.5)))[-1, 1]
 
     theta = jnp.linspace(0.3, -0.2, n_links)
-    H = jax.hessian(tip_vertical_acceleration)(theta)
+    H = jax.jit(jax.hessian(tip_vertical_acceleration))(theta)
     eps = 1e-5
-    grad = jax.grad(tip_vertical_acceleration)
+    grad = jax.jit(jax.grad(tip_vertical_acceleration))
     fd = np.stack([(grad(theta + eps * e) - grad(theta - eps * e)) / (2 * eps) for e in np.eye(n_links)])
     np.testing.assert_allclose(H, fd, atol=1e-7 * np.abs(fd).max())
-    fwd_fwd = jax.jacfwd(jax.jacfwd(tip_vertical_acceleration))(theta)
+    fwd_fwd = jax.jit(jax.jacfwd(jax.jacfwd(tip_vertical_acceleration)))(theta)
     np.testing.assert_allclose(fwd_fwd, H, atol=1e-12 * np.abs(H).max())
