@@ -25,15 +25,16 @@ sub-quantum with the seed's constant acceleration, then accelerations at its end
 that crossed a contact or limit is cut at the event time, found from the seed's quadratic, and the slot's solver call
 is the impulse). A quiet quantum takes two slots, or one when it starts with the accelerations that the last quantum's
 final call found there under the same control ("first same as last", :class:`EventState`). That one slot is first
-tried written for the quiet case alone (:func:`_quiet_trial`, without the slot's masks, selects and conds); the
-general first slot runs only where the trial crosses something, is rejected or releases a constraint (on one chain a
-cond, under ``vmap`` on those chains alone, gathered; the trial's cost in derivatives: about +20 %). The later slots
-run only until the quantum is complete (:func:`diffchain.batching.scan_until`: on one chain a ``lax.while_loop``, in
-derivatives a ``lax.scan`` of slots skipped by a cond, under ``vmap`` only on the chains that need them, gathered into
-a small batch when they are few); the other rarely needed parts (the held-joint solver, the event times, the
-reactions) are skipped under ``vmap`` when no chain needs them (:func:`diffchain.batching.rare_cond`). A last forced
-slot finishes the quantum whatever happened, so every quantum advances exactly dt; the report says when the budget ran
-out. No ``while_loop`` where gradients flow: everything is reverse-differentiable, also ``grad`` of a ``vmap``
+tried written for the quiet case alone (:func:`_quiet_trial`, without the slot's masks, selects and conds), whose
+result is then the quantum. Where the trial crosses something, is rejected or releases a constraint, the quantum is
+run by the general slots from its start instead; the slots run only until the quantum is complete
+(:func:`diffchain.batching.scan_until`: on one chain a ``lax.while_loop``, in derivatives a ``lax.scan`` of slots
+skipped by a cond, under ``vmap`` only on the chains that need them, gathered into a small batch when they are few).
+The slot is traced once per form (the while loop's; the scan's, and under ``vmap`` its gathered copy), not once per
+slot. The other rarely needed parts (the held-joint solver, the event times, the reactions) are skipped under
+``vmap`` when no chain needs them (:func:`diffchain.batching.rare_cond`). A last forced slot finishes the quantum
+whatever happened, so every quantum advances exactly dt; the report says when the budget ran out. No
+``while_loop`` where gradients flow: everything is reverse-differentiable, also ``grad`` of a ``vmap``
 (:func:`diffchain.batching._stop_gradient_transposes_to_zero`).
 """
 from __future__ import annotations
@@ -537,19 +538,16 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
         return dict(es=es_new, a=keep(a, a_s), tau_w=keep(c["tau_w"], tau_w), R=keep(c["R"], R), valid=valid | reject,
                     t=t_new, level=level, rep=rep, left=left, kick=jnp.any(back))
 
-    # most quanta are quiet: the quiet trial, and the first slot only where it does not apply (on one chain a cond,
-    # under vmap on those chains alone); its result is what the first slot gives there
+    # most quanta are quiet: the quiet trial, whose result is what the first slot gives there; where it does not
+    # apply, the slots run the quantum from its start, only until it is complete (a while loop on one chain, a scan
+    # of skipped slots in derivatives)
     x1, v1, (a1, tau_w1, R1), err1, quiet = _quiet_trial(chain, events, es_rel, es.a, control, dt, stab, solver)
     rep1 = eqx.tree_at(lambda r: (r.slots, r.substeps, r.error), rep0, (rep0.slots + 1, rep0.substeps + 1,
                                                                           jnp.maximum(rep0.error, err1)))
     quiet_carry = dict(carry0, es=eqx.tree_at(lambda e: e.state, es_rel, State(x1, v1, t0 + dt)), a=a1, tau_w=tau_w1,
                        R=R1, t=dt, rep=rep1)
-    c = rare_cond(~(carry0["valid"] & quiet), lambda c: slot(c, jnp.zeros((), bool)), lambda c: quiet_carry, carry0,
-                  gather=True)
-    # the rest of the budget runs only until the quantum is complete (a while loop on one chain, a scan of skipped
-    # slots in derivatives). The slot is traced four times (the first, its gathered form, the scan's, the while
-    # loop's), not once per slot: compile time and the size of the reverse pass grow with it.
-    last = jnp.arange(1, events.slots) == events.slots - 1
+    c = _where(carry0["valid"] & quiet, quiet_carry, carry0)
+    last = jnp.arange(events.slots) == events.slots - 1
     c = scan_until(slot, c, last, lambda c: c["t"] >= dt)
     u = jax.tree_util.tree_map(lambda p, q: p.astype(q.dtype), control, es.control)
     es_out = eqx.tree_at(_cache, c["es"], (c["a"], c["tau_w"], c["R"], u, c["valid"]), is_leaf=_none)

@@ -487,8 +487,8 @@ def section_batched():
           "point 2–15 cm above the ground, so most chains land within the window). *event* = `vmap` of the reporting "
           "scan (`rep_fn`: `event_step` in `lax.scan`, StepReport summed per chain), *plain* = `vmap` of `rollout` "
           "(final state). Under `vmap` a `lax.cond` would become a select that computes both branches for every "
-          "chain; instead the first slot runs only on the chains whose quiet trial (`events._quiet_trial`) does not "
-          "apply and the slots after it only on the chains that still need them, both gathered into a batch of B/16 "
+          "chain; instead the slots run only on the chains whose quiet trial (`events._quiet_trial`) does not "
+          "apply, and only while they still need them, gathered into a batch of B/16 "
           "when they are that few (`batching.rare_cond`, `batching.scan_until`), and the held-joint solver, the event "
           "times and the reactions are skipped when no chain needs them. quanta·chains/s = B·T / wall time (median, best in "
           f"brackets); plain and event timed round-robin ({ARGS.repeats} rounds; B = {Bmax}: 2 rounds, the first "
@@ -974,8 +974,8 @@ def reading(single, budget, batched, kkt, prof):
             if len(small) > 1:
                 txt += f"; at B = {min(ARGS.batches)}: " + ", ".join(
                     f"{b['ratio']:.0f}× at slots {b['slots']}" for b in small)
-            txt += ("; the first slot runs only on the chains whose quiet trial does not apply, the later ones only "
-                    "for the chains that need them (`batching.rare_cond`, `batching.scan_until`), so the budget costs "
+            txt += ("; the slots run only on the chains whose quiet trial does not apply, and only while they "
+                    "need them (`batching.rare_cond`, `batching.scan_until`), so the budget costs "
                     "nothing where it is not used.")
             parts.append(txt)
     if kkt:

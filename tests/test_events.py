@@ -200,7 +200,7 @@ def test_recursive_and_kkt_event_rollouts_agree(drop):
 
 
 def test_quiet_trial_gives_what_the_first_slot_gives(drop, monkeypatch):
-    """event_step first tries the quantum in which nothing happens (events._quiet_trial) and runs its first slot only
+    """event_step first tries the quantum in which nothing happens (events._quiet_trial) and runs the slots only
     where that does not apply. Along the drop (impacts, limit hits, releases, scuffs) the same program with the quiet
     trial switched off must give the same trajectory (to round-off) and reports; the quiet trial must apply to most
     quanta and to none with an event, a release or a halving."""
