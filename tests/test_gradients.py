@@ -63,8 +63,7 @@ def test_jacfwd_equals_jacrev_of_rollout_wrt_initial_state():
 
     theta0 = jnp.array([-1.0, 0.5, 0.2])
     np.testing.assert_allclose(jax.jit(jax.jacfwd(final_angles))(theta0), jax.jit(jax.jacrev(final_angles))(theta0),
-                               rtol=1e-9,
-                               atol=1e-12)
+                               rtol=1e-9, atol=1e-12)
 
 
 @eqx.filter_jit
