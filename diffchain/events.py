@@ -538,9 +538,8 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
         return dict(es=es_new, a=keep(a, a_s), tau_w=keep(c["tau_w"], tau_w), R=keep(c["R"], R), valid=valid | reject,
                     t=t_new, level=level, rep=rep, left=left, kick=jnp.any(back))
 
-    # most quanta are quiet: the quiet trial, whose result is what the first slot gives there; where it does not
-    # apply, the slots run the quantum from its start, only until it is complete (a while loop on one chain, a scan
-    # of skipped slots in derivatives)
+    # most quanta are quiet: there the quiet trial's result is what the first slot gives; elsewhere the slots run the
+    # quantum from its start (scan_until, see the module docstring)
     x1, v1, (a1, tau_w1, R1), err1, quiet = _quiet_trial(chain, events, es_rel, es.a, control, dt, stab, solver)
     rep1 = eqx.tree_at(lambda r: (r.slots, r.substeps, r.error), rep0, (rep0.slots + 1, rep0.substeps + 1,
                                                                           jnp.maximum(rep0.error, err1)))
