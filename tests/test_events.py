@@ -17,7 +17,7 @@ import pytest
 
 import diffchain as dc
 from diffchain.batching import sparse_size
-from diffchain import events as ev
+from diffchain import detection, events as ev
 from diffchain.active import joint_rows
 
 DT = 1e-3
@@ -55,12 +55,12 @@ def test_first_crossing_matches_polynomial_roots():
         roots = np.roots([0.5 * g2, g1, g0])
         roots = roots[np.isreal(roots)].real
         expected = np.min(roots[(roots >= 0) & (roots <= h * (1 + 1e-12))])
-        s = ev.first_crossing(jnp.asarray(g0), jnp.asarray(g1), jnp.asarray(g2), jnp.asarray(g_end), h, True)
+        s = detection.first_crossing(jnp.asarray(g0), jnp.asarray(g1), jnp.asarray(g2), jnp.asarray(g_end), h, True)
         np.testing.assert_allclose(float(s), expected, rtol=1e-9, atol=1e-15)
         checked += 1
     assert checked > 50
     # already violated at the start: the event is now
-    assert float(ev.first_crossing(-1e-3, -1.0, 0.0, -2e-3, h, True)) == 0.0
+    assert float(detection.first_crossing(-1e-3, -1.0, 0.0, -2e-3, h, True)) == 0.0
 
 
 
@@ -80,9 +80,9 @@ def test_first_crossing_derivatives_at_round_off_slacks_in_float32():
     want = np.array([False, False, True, True, True])
     for exact in (True, False):
         def total(a, b, c, e):
-            return jnp.sum(ev.first_crossing(a, b, c, e, h, exact, jnp.asarray(want)))
+            return jnp.sum(detection.first_crossing(a, b, c, e, h, exact, jnp.asarray(want)))
 
-        s = ev.first_crossing(*(jnp.asarray(q, f32) for q in (g0, g1, g2, g_end)), h, exact, jnp.asarray(want))
+        s = detection.first_crossing(*(jnp.asarray(q, f32) for q in (g0, g1, g2, g_end)), h, exact, jnp.asarray(want))
         grads = jax.grad(total, argnums=(0, 1, 2, 3))(*(jnp.asarray(q, f32) for q in (g0, g1, g2, g_end)))
         assert all(np.all(np.isfinite(np.asarray(g))) for g in grads)
         assert np.all(np.asarray(s)[~want] == np.float32(h))
