@@ -21,21 +21,21 @@ Events switch constraints on and off through **masks in the state** (:class:`Eve
 
 Bounded work. One quantum runs at most ``slots`` slots; each slot makes **exactly one** solver call, whose inputs are
 selected by masks: *refresh* (accelerations at the current state, with the release test), *trial* (integrate a
-sub-quantum with the seed's constant acceleration, then accelerations at its end: accept or halve) or *event* (a trial
-that crossed a contact or limit is cut at the event time, found from the seed's quadratic, and the slot's solver call
-is the impulse). A quiet quantum takes two slots, or one when it starts with the accelerations that the last quantum's
-final call found there under the same control ("first same as last", :class:`EventState`). That one slot is first
-tried written for the quiet case alone (:func:`_quiet_trial`, without the slot's masks, selects and conds), whose
-result is then the quantum. Where the trial crosses something, is rejected or releases a constraint, the quantum is
-run by the general slots from its start instead; the slots run only until the quantum is complete
-(:func:`diffchain.batching.scan_until`: on one chain a ``lax.while_loop``, in derivatives a ``lax.scan`` of slots
-skipped by a cond, under ``vmap`` only on the chains that need them, gathered into a small batch when they are few).
-The slot is traced once per form (the while loop's; the scan's, and under ``vmap`` its gathered copy), not once per
-slot. The other rarely needed parts (the held-joint solver, the event times, the reactions) are skipped under
-``vmap`` when no chain needs them (:func:`diffchain.batching.rare_cond`). A last forced slot finishes the quantum
-whatever happened, so every quantum advances exactly dt; the report says when the budget ran out. No
-``while_loop`` where gradients flow: everything is reverse-differentiable, also ``grad`` of a ``vmap``
-(:func:`diffchain.batching._stop_gradient_transposes_to_zero`).
+sub-quantum with the seed's constant acceleration, then accelerations at its end: accept or halve) or *event* (a
+trial that crossed a contact or limit is cut at the event time, found from the seed's quadratic
+(:mod:`diffchain.detection`), and the slot's solver call is the impulse). A quiet quantum takes two slots, or one
+when it starts with the accelerations that the last quantum's final call found there under the same control ("first
+same as last", :class:`EventState`). That one slot is first tried written for the quiet case alone
+(:func:`_quiet_trial`, without the slot's masks, selects and conds), whose result is then the quantum. Where the
+trial crosses something, is rejected or releases a constraint, the quantum is run by the general slots from its start
+instead; the slots run only until the quantum is complete (:func:`diffchain.batching.scan_until`: on one chain a
+``lax.while_loop``, in derivatives a ``lax.scan`` of slots skipped by a cond, under ``vmap`` only on the chains that
+need them, gathered into a small batch when they are few). The slot is traced once per form (the while loop's; the
+scan's, and under ``vmap`` its gathered copy), not once per slot. The other rarely needed parts (the held-joint
+solver, the event times, the reactions) are skipped under ``vmap`` when no chain needs them
+(:func:`diffchain.batching.rare_cond`). A last forced slot finishes the quantum whatever happened, so every quantum
+advances exactly dt; the report says when the budget ran out. No ``while_loop`` where gradients flow: everything is
+reverse-differentiable, also ``grad`` of a ``vmap`` (:func:`diffchain.batching._stop_gradient_transposes_to_zero`).
 """
 from __future__ import annotations
 
