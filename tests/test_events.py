@@ -5,9 +5,9 @@
   constraint rows), for both Part II solvers;
 * the ground reaction and the holding torque against statics;
 * contacts and limits against invariants (no penetration, energy lost at impacts, stuck points do not move);
-* the recursive and KKT event solvers against each other along a rollout with events;
-* gradients and Hessian-vector products against central finite differences on an event-free segment, and
-  gradients finite over a fuzz with events.
+* the recursive and KKT event solvers against each other along a rollout with events.
+
+The gradients through event rollouts are in test_event_gradients.py.
 """
 import equinox as eqx
 import jax
@@ -435,81 +435,6 @@ def test_batch_with_different_event_states_matches_single_runs():
         np.testing.assert_allclose(finals.state.x[i], final.state.x, atol=1e-12)
         np.testing.assert_array_equal(finals.stuck[i], final.stuck)
         np.testing.assert_array_equal(reps.slots[i], rep.slots)
-
-
-@pytest.fixture(scope="module")
-def rollout_loss():
-    chain = dc.free_chain(3, mass=1.0, length=0.4)
-    lo, hi = interior_limits(chain.n, 0.9)
-    events = dc.Events(chain.n, ground=0.0, theta_min=lo, theta_max=hi)
-
-    def loss(theta, base_v, height):
-        state = dc.from_joint_angles(chain, theta, base=jnp.stack([0.0, height]), base_velocity=base_v)
-        final, (_, rep) = dc.event_rollout(chain, events, dc.EventState(state), None, DT, n_steps=1000)
-        return jnp.sum(final.state.x[:, 1] * jnp.arange(1.0, 5.0)) + jnp.sum(final.state.v**2), rep
-
-    return jax.jit(loss), jax.jit(jax.grad(loss, argnums=(0, 1), has_aux=True))
-
-
-def test_gradients_match_finite_differences_without_events(rollout_loss):
-    """1000 quanta of flight high above the ground with every event mechanism switched on: the gradient equals central
-    differences (no event happens, so the loss is smooth)."""
-    f, grad = rollout_loss
-    th, bv, height = jnp.array([0.3, 0.4, -0.5]), jnp.array([0.5, 3.0]), 6.0
-    (g_th, g_bv), rep = grad(th, bv, height)
-    assert int(rep.events.sum()) == 0
-    eps = 1e-6
-    for g, arg in ((g_th, 0), (g_bv, 1)):
-        for k in range(g.shape[0]):
-            args = [th, bv]
-            plus = [a + eps * (i == arg) * jnp.eye(a.shape[0])[k] for i, a in enumerate(args)]
-            minus = [a - eps * (i == arg) * jnp.eye(a.shape[0])[k] for i, a in enumerate(args)]
-            fd = (f(*plus, height)[0] - f(*minus, height)[0]) / (2 * eps)
-            np.testing.assert_allclose(g[k], fd, rtol=1e-6, atol=1e-7)
-
-
-def test_second_derivatives_match_finite_differences_without_events(rollout_loss):
-    """Forward over reverse through the same 1000 event-free quanta: a Hessian-vector product equals central
-    differences of the gradient (every derivative takes the scan forms of the sweeps, one_chain_form)."""
-    _, grad = rollout_loss
-    th, bv, height = jnp.array([0.3, 0.4, -0.5]), jnp.array([0.5, 3.0]), 6.0
-    w = jnp.array([0.6, -0.3, 1.0])
-    g_th = lambda t: grad(t, bv, height)[0][0]  # noqa: E731
-    hvp = jax.jit(lambda t, w: jax.jvp(g_th, (t,), (w,))[1])(th, w)
-    eps = 1e-5
-    fd = (g_th(th + eps * w) - g_th(th - eps * w)) / (2 * eps)
-    np.testing.assert_allclose(hvp, fd, rtol=1e-6, atol=1e-8)
-
-
-def test_gradients_finite_through_a_long_rollout_with_events(rollout_loss):
-    """1000 quanta with several impacts, limit hits and releases: gradients finite for a fuzz of initial states."""
-    _, grad = rollout_loss
-    rng = np.random.default_rng(5)
-    seen = 0
-    for _ in range(4):
-        th, bv = jnp.asarray(rng.uniform(-0.8, 0.8, 3)), jnp.asarray(rng.normal(size=2))
-        (g_th, g_bv), rep = grad(th, bv, 1.0)
-        assert np.all(np.isfinite(g_th)) and np.all(np.isfinite(g_bv))
-        seen += int(rep.impacts.sum()) + int(rep.limit_hits.sum())
-    assert seen >= 8
-
-
-def test_gradient_of_a_batch_equals_the_gradients_one_by_one(rollout_loss):
-    """grad of a vmap over 1000-quantum rollouts, two with impacts and limit hits, one without: the per-chain
-    gradients (JAX's batched cond needs the stop_gradient transpose of diffchain.batching for this order)."""
-    loss, grad = rollout_loss
-    rng = np.random.default_rng(11)
-    th, bv = jnp.asarray(rng.uniform(-0.8, 0.8, (3, 3))), jnp.asarray(rng.normal(size=(3, 2)))
-    height = jnp.array([1.0, 1.0, 6.0])
-    total = lambda th, bv: jnp.sum(jax.vmap(lambda *a: loss(*a)[0])(th, bv, height))  # noqa: E731
-    g_th, g_bv = jax.jit(jax.grad(total, (0, 1)))(th, bv)
-    events = 0
-    for i in range(3):
-        (one_th, one_bv), rep = grad(th[i], bv[i], height[i])
-        np.testing.assert_allclose(g_th[i], one_th, rtol=1e-10, atol=1e-12)
-        np.testing.assert_allclose(g_bv[i], one_bv, rtol=1e-10, atol=1e-12)
-        events += int(rep.impacts.sum()) + int(rep.limit_hits.sum())
-    assert events >= 2
 
 
 def test_bad_event_input_is_refused():
