@@ -12,6 +12,11 @@ out, on a toy sweep and on the library's batched rollout (README, "What limited 
    patched in for this run), each point's carry either materialised by a product with the identity (as the library
    does on one chain of 6-8 points) or left to XLA's fusion, which then fuses the sweeps into the kernel that stacks
    the accelerations and recomputes them per output element.
+4. *Point by point*: a rollout of the same pendulum (a pinned chain of point masses; masses, lengths and g passed in
+   at run time, as the library's chain is) written for a batch: the state as 4n separate (B,) buffers, the rod
+   tensions by the Thomas algorithm on the tridiagonal system J M^-1 J^T, everything written out point by point. With
+   the Thomas coefficients computed as quotients XLA CPU computes each once (it does not duplicate a division into
+   several consumers); multiplied by the reciprocal pivot instead, every later quantity recomputes the whole sweep.
 """
 from __future__ import annotations
 
@@ -107,8 +112,79 @@ def section_library(B=4096, T=200):
     print(f"   same final states: max |dx| = {dx:.1e} m")
 
 
+def pointwise_rollout(m, l, g, x, v, T, dt, quotients=True):
+    """T quanta of the seed's scheme (PD drift correction, delta_eps = 5 dt) for a batch of pinned chains of point
+    masses, point 0 fixed: ``x``, ``v`` (B, n, 2) with n = len(m) + 1; ``m`` (n-1,) the moving points' masses."""
+    N, w = m.shape[0], 1.0 / (5.0 * dt)
+
+    def accel(X, Y, U, V):
+        rx, ry = [X[i + 1] - X[i] for i in range(N)], [Y[i + 1] - Y[i] for i in range(N)]
+        du, dv = [U[i + 1] - U[i] for i in range(N)], [V[i + 1] - V[i] for i in range(N)]
+        # rod i: r_i^T (a_{i+1} - a_i) = -|dv_i|^2 - 2 w r_i^T dv_i - w^2 (|r_i|^2 - l_i^2) / 2, with
+        # a_j = (F_j - phi_{j-1} r_{j-1} + phi_j r_j) / m_j and a_0 = 0: tridiagonal in the tensions phi
+        rhs = [-(du[i] ** 2 + dv[i] ** 2) - 2 * w * (rx[i] * du[i] + ry[i] * dv[i])
+               - 0.5 * w * w * (rx[i] ** 2 + ry[i] ** 2 - l[i] ** 2) for i in range(N)]
+        rhs[0] = rhs[0] + g * ry[0]  # gravity: F_j / m_j = -g on every moving point, cancels in the other rows
+        diag = [-(rx[i] ** 2 + ry[i] ** 2) * (1 / m[i] + (1 / m[i - 1] if i else 0.0)) for i in range(N)]
+        off = [(rx[i] * rx[i + 1] + ry[i] * ry[i + 1]) / m[i] for i in range(N - 1)]  # rows i, i+1
+        cp, dp = [None] * N, [None] * N
+        for i in range(N):  # Thomas: forward elimination
+            den = diag[i] - (off[i - 1] * cp[i - 1] if i else 0.0)
+            num = rhs[i] - (off[i - 1] * dp[i - 1] if i else 0.0)
+            if quotients:
+                cp[i], dp[i] = (off[i] / den if i < N - 1 else None), num / den
+            else:
+                inv = 1.0 / den
+                cp[i], dp[i] = (off[i] * inv if i < N - 1 else None), num * inv
+        phi = [None] * N
+        for i in reversed(range(N)):  # back substitution
+            phi[i] = dp[i] - (cp[i] * phi[i + 1] if i < N - 1 else 0.0)
+        fx = [-phi[j - 1] * rx[j - 1] + (phi[j] * rx[j] if j < N else 0.0) for j in range(1, N + 1)]
+        fy = [-phi[j - 1] * ry[j - 1] + (phi[j] * ry[j] if j < N else 0.0) for j in range(1, N + 1)]
+        zero = jnp.zeros_like(X[0])
+        return [zero] + [f / m[j] for j, f in enumerate(fx)], [zero] + [f / m[j] - g for j, f in enumerate(fy)]
+
+    def step(c, _):
+        X, Y, U, V = c
+        ax, ay = accel(X, Y, U, V)
+        j = range(N + 1)
+        return (tuple(X[i] + dt * U[i] + 0.5 * dt * dt * ax[i] for i in j),
+                tuple(Y[i] + dt * V[i] + 0.5 * dt * dt * ay[i] for i in j),
+                tuple(U[i] + dt * ax[i] for i in j), tuple(V[i] + dt * ay[i] for i in j)), None
+
+    m, l = [m[i] for i in range(N)], [l[i] for i in range(N)]
+    init = tuple(tuple(a[:, i, k] for i in range(N + 1)) for a, k in ((x, 0), (x, 1), (v, 0), (v, 1)))
+    (X, Y, U, V), _ = jax.lax.scan(step, init, None, length=T)
+    return jnp.stack([jnp.stack(X, -1), jnp.stack(Y, -1)], -1)
+
+
+def section_pointwise(B=4096, T=200, dt=1e-3):
+    chain = dc.pendulum(5, mass=1.0, length=1.0)
+    chain = jax.tree_util.tree_map(lambda a: a.astype(jnp.float32) if jnp.issubdtype(a.dtype, jnp.floating) else a,
+                                   chain)
+    th = jnp.asarray(np.random.default_rng(0).uniform(-np.pi, np.pi, (B, 5)), jnp.float32)
+    s0 = jax.vmap(lambda t: dc.from_joint_angles(chain, t))(th)
+    print(f"\n4. point by point: 5-link pendulum, float32, B = {B}, T = {T}, the chain a run-time argument")
+    lib = "library (vmap of rollout)"
+    runs = {lib: jax.jit(lambda c, s: jax.vmap(lambda si: dc.rollout(c, si, None, dt, n_steps=T)[0].x)(s))}
+    for q in (True, False):
+        runs[f"point by point, {'quotients' if q else 'reciprocal pivots'}"] = jax.jit(
+            lambda c, s, q=q: pointwise_rollout(c.m[1:], c.l, c.g, s.x, s.v, T, dt, quotients=q))
+    outs = {k: f(chain, s0) for k, f in runs.items()}
+    rates = {k: [] for k in runs}
+    for _ in range(3):  # alternated: the machine's speed drifts
+        for k, f in runs.items():
+            rates[k].append(B * T / per_call(f, chain, s0, repeats=3))
+    base = statistics.median(rates[lib])
+    for k in runs:
+        r = statistics.median(rates[k])
+        print(f"   {k:36s} {r:10.3g} copy-steps/s ({r / base:4.2f}x), "
+              f"max |x - x_library| = {float(jnp.max(jnp.abs(outs[k] - outs[lib]))):.1e} m")
+
+
 if __name__ == "__main__":
     print(f"jax {jax.__version__}, XLA_FLAGS = {os.environ.get('XLA_FLAGS', '')}\n")
     section_toy()
     section_barrier()
     section_library()
+    section_pointwise()
