@@ -185,6 +185,9 @@ def _abcd_sweeps_c(m, rx, ry, e, Fx, Fy, p11, p12, p22, a0x, a0y, unrolled=False
     Inputs as :func:`abcd_backward` (terminal rod r_n = 0, e_n = 0), by components. Returns a_x, a_y, phi (n,).
     """
     tol = 64 * jnp.finfo(Fx.dtype).eps
+    rows = jnp.ndim(Fx[0]) > 0
+    quotients = unrolled and not rows and m.shape[0] > FUSED_MAX
+    kept = unrolled and rows and m.shape[0] > ROWS_FUSED_MAX  # each point's carry materialised (_sweep)
 
     def back(carry, inp):
         A11, A12, A22, b1x, b1y = carry  # A_{i+1}, b_{i+1}
@@ -192,19 +195,23 @@ def _abcd_sweeps_c(m, rx, ry, e, Fx, Fy, p11, p12, p22, a0x, a0y, unrolled=False
         Prx, Pry = q11 * x + q12 * y, q12 * x + q22 * y
         D = x * Prx + y * Pry + m_i * (A11 * x * x + 2.0 * A12 * x * y + A22 * y * y)
         ok = D > tol * (x * x + y * y + m_i * (A11 + A22))
-        inv_D = jnp.where(ok, 1.0 / jnp.where(ok, D, 1.0), 0.0)
         mu = x * (wx - b1x) + y * (wy - b1y) - e_i
-        cx, cy = inv_D * Prx, inv_D * Pry
-        k = cx * fx + cy * fy + inv_D * m_i * mu
+        if quotients:  # c_i and mu_i / D_i as quotients: each a buffer of its own (_sweep)
+            D = jnp.where(ok, D, 1.0)
+            cx, cy, g = (jnp.where(ok, u, 0.0) / D for u in (Prx, Pry, mu))
+        else:
+            inv_D = jnp.where(ok, 1.0 / jnp.where(ok, D, 1.0), 0.0)
+            cx, cy, g = inv_D * Prx, inv_D * Pry, inv_D * mu
+        k = cx * fx + cy * fy + m_i * g
         inv_m = 1.0 / m_i
         n11, n12, n22 = (q11 - cx * Prx) * inv_m, (q12 - cx * Pry) * inv_m, (q22 - cy * Pry) * inv_m
-        bx = n11 * fx + n12 * fy + wx - mu * cx
-        by = n12 * fx + n22 * fy + wy - mu * cy
+        bx = n11 * fx + n12 * fy + wx - g * Prx
+        by = n12 * fx + n22 * fy + wy - g * Pry
         return (n11, n12, n22, bx, by), (cx, cy, k, bx, by)
 
     z = jnp.zeros_like(Fx[0])  # per point a scalar, or a row of right-hand sides (:func:`diffchain.active._schur_sweeps`)
     _, (cx, cy, k, bx, by) = _sweep(back, (z,) * 5, (m, rx, ry, e, Fx, Fy, p11, p12, p22, a0x, a0y), unrolled,
-                                    reverse=True)
+                                    reverse=True, kept=kept)
 
     def fwd(F, inp):
         Fx_, Fy_ = F  # F_i^d
@@ -216,39 +223,42 @@ def _abcd_sweeps_c(m, rx, ry, e, Fx, Fy, p11, p12, p22, a0x, a0y, unrolled=False
         ay = (q12 * Fx_ + q22 * Fy_ - Pry * cF) * inv_m + b_y
         return (x * phi, y * phi), (ax, ay, phi)
 
-    _, (ax, ay, phi) = _sweep(fwd, (z, z), (1.0 / m, rx, ry, p11, p12, p22, cx, cy, k, bx, by), unrolled)
+    _, (ax, ay, phi) = _sweep(fwd, (z, z), (1.0 / m, rx, ry, p11, p12, p22, cx, cy, k, bx, by), unrolled, kept=kept)
     return ax, ay, phi
 
 
 UNROLL_MAX = 8  # a single chain of up to this many points runs its sweeps written out point by point (:func:`_sweep`)
-FUSED_MAX = 5  # written out, up to this many points the carries are left to XLA's fusion (:func:`_sweep`) ...
-ROWS_FUSED_MAX = 7  # ... and up to this many with a row of right-hand sides per point
+FUSED_MAX = 5  # written out, up to this many points the backward sweep multiplies by 1/D_i, beyond it divides ...
+ROWS_FUSED_MAX = 7  # ... and with a row of right-hand sides per point, beyond this many each carry is materialised
 
 
-def _sweep(step, init, xs, unrolled, reverse=False):
+def _sweep(step, init, xs, unrolled, reverse=False, kept=False):
     """``lax.scan(step, init, xs, reverse=reverse)``, or with ``unrolled`` the same written out point by point.
 
     On one small chain XLA CPU spends most of a scan on copying its carry and stacking its outputs. Written out, XLA
-    fuses the whole sweep into a few kernels that recompute every point's carry once per later use: for up to
-    ``FUSED_MAX`` points that is the fastest form. Beyond, a product with the identity matrix, which XLA CPU does not
-    fuse into the slices that read it, makes each point's carry one computed buffer instead (exact: one 1 per row).
-    Measured on a rollout step of one chain (float64, the chain a ``jit`` argument), n = 2, 3, 4, 5, 6 points: 0.28,
-    0.41, 0.63, 1.33, 3.0 us left to fusion, 0.48, 0.79, 1.21, 1.59, 2.05 us with the product; with the product it was
-    1.9x, 1.3x, 1.1x faster than the scan at n = 3, 6, 8, but took about twice as long as the scan to compile, and
-    beyond n = 8 that outweighs the gain (``UNROLL_MAX``). With a row of right-hand sides per point
-    (:func:`diffchain.active._schur_sweeps`) fusion wins up to ``ROWS_FUSED_MAX`` points (an active-joint call at 6 / 7
-    / 8 points: 3.9 / 5.3 / 13 us fused, 5.5 / 6.3 / 9.5 us with the product)."""
+    fuses the whole sweep into a few kernels that recompute a point's cheap terms wherever they are used. A division
+    it does not duplicate into several consumers: its quotient becomes a buffer of its own. So the backward sweep of
+    :func:`_abcd_sweeps_c` multiplies by 1/D_i up to ``FUSED_MAX`` points (all fused: the fewest kernels) and divides
+    by D_i beyond (each point's coefficients computed once). Measured on a rollout step of one chain (float64, the
+    chain a ``jit`` argument) at n = 3, 5, 6, 8 points: 0.66, 1.89, 2.40, 3.35-3.69 us with this choice; dividing at
+    n = 3 and 5, 1.23 and 2.07 us (against 0.70 and 1.90 in that run); at n = 6 and 8 a product of each carry with the
+    identity matrix (``kept``; exact: one 1 per row), which XLA CPU does not fuse into the slices that read it, took
+    2.96-3.09 and 4.12-4.33 us. With a row of right-hand sides per point (:func:`diffchain.active._schur_sweeps`)
+    fusion wins up to ``ROWS_FUSED_MAX`` points (an active-joint call at 6 / 7 / 8 points: 3.9 / 5.3 / 13 us fused,
+    5.5 / 6.3 / 9.5 us kept), and at 8 points ``kept`` beats the quotients (11.6-11.7 against 12.1-20.6 us). Beyond
+    ``UNROLL_MAX`` points the scan's shorter compile time wins. Under ``vmap`` the scan is kept: written out, the
+    batched sweeps were 1.5-2.2x slower (with the quotients too, and so was the scan with them:
+    experiments/xla_cpu_loops.py has what it would take to do better)."""
     if not unrolled:
         return scan_points(step, init, xs, reverse)
     n = jax.tree.leaves(xs)[0].shape[0]
-    fused = n <= (ROWS_FUSED_MAX if jnp.ndim(init[0]) else FUSED_MAX)
-    eye = None if fused else jnp.eye(len(init), dtype=init[0].dtype)
+    eye = jnp.eye(len(init), dtype=init[0].dtype) if kept else None
     carry, ys = init, [None] * n
     for i in (reversed(range(n)) if reverse else range(n)):
         carry, ys[i] = step(carry, jax.tree.map(lambda x: x[i], xs))
-        if eye is not None:
-            kept = jnp.dot(eye, jnp.stack(carry))
-            carry = tuple(kept[j] for j in range(len(carry)))
+        if kept:
+            kept_carry = jnp.dot(eye, jnp.stack(carry))
+            carry = tuple(kept_carry[j] for j in range(len(carry)))
     return carry, jax.tree.map(lambda *y: jnp.stack(y), *ys)
 
 
