@@ -107,12 +107,14 @@ def _sweep_inputs(rng, n, kind=None):
     return r, e, Fe, P, np.where((kind == 0)[:, None], 0.0, a0)
 
 
-@pytest.mark.parametrize("form", ["scan", "blocked", "unrolled", "fused", "vmap"])
+@pytest.mark.parametrize("form", ["scan", "blocked", "unrolled", "fused", "vmap", "rows"])
 def test_component_sweeps_are_the_reference_sweeps(form, monkeypatch):
     """The hot path (:func:`abcd_sweeps_c`, by components) = the readable matrix sweeps on random inputs with free,
     slider and guided points and a terminal rod (accelerations and rod tensions, to round-off); in all of its forms:
     the ``lax.scan``, the scan over blocks of points (here 2 blocks of 4 after a head of 1), the one written out point
-    by point (its carries materialised at 9 points, left to fusion at 5), and through its ``vmap`` rule."""
+    by point (dividing by D_i at 9 points, multiplying by 1/D_i at 5), through its ``vmap`` rule, and written out
+    with a row of right-hand sides per point (the Schur form of :mod:`diffchain.active`; each carry materialised at 9
+    points): its second column, other forces and a^w, against a second run of the reference."""
     if form == "blocked":
         monkeypatch.setattr(dc.recursive, "SCAN_BLOCK", 4)
     rng = np.random.default_rng(7)
@@ -125,6 +127,13 @@ def test_component_sweeps_are_the_reference_sweeps(form, monkeypatch):
                                    a0[:, 0], a0[:, 1])))
     if form == "vmap":
         ax, ay, phi = (o[0] for o in jax.vmap(dc.recursive.abcd_sweeps_c)(*(x[None] for x in args)))
+    elif form == "rows":
+        Fe, a0 = rng.normal(size=Fe.shape), np.where(a0 != 0, rng.normal(size=a0.shape), 0.0)
+        A, b, C, d = dc.recursive.abcd_backward(*map(jnp.asarray, (m, r, e, Fe, P, a0)))
+        a_ref, Fd = dc.recursive.forward_sweep(A, b, C, d)
+        second = dict(zip((4, 5, 9, 10), (Fe[:, 0], Fe[:, 1], a0[:, 0], a0[:, 1])))
+        rows = [jnp.stack([q, jnp.asarray(second.get(i, q))], 1) for i, q in enumerate(args)]
+        ax, ay, phi = (o[:, 1] for o in dc.recursive._abcd_sweeps_c(*rows, unrolled=True))
     else:
         ax, ay, phi = dc.recursive._abcd_sweeps_c(*args, unrolled=form in ("unrolled", "fused"))
     np.testing.assert_allclose(np.stack([ax, ay], -1), a_ref, rtol=1e-12, atol=1e-12)
