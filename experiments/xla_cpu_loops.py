@@ -9,9 +9,9 @@ out, on a toy sweep and on the library's batched rollout (README, "What limited 
    the barrier cannot stop fusion there, so it cannot keep a written-out sweep from being fused into its consumers).
 3. *Library*: the batched rollout of the 5-link pendulum (float32, 4096 copies) with the Part I sweeps as the library
    runs them under ``vmap`` (a scan) and written out point by point (``recursive._abcd_sweeps_c(..., unrolled=True)``
-   patched in for this run), each point's carry either materialised by a product with the identity (as the library
-   does on one chain of 6-8 points) or left to XLA's fusion, which then fuses the sweeps into the kernel that stacks
-   the accelerations and recomputes them per output element.
+   patched in for this run), the backward coefficients either as quotients (as the library computes them on one
+   chain of 6-8 points) or multiplied by 1/D_i and left to XLA's fusion, which then fuses the sweeps into the kernel
+   that stacks the accelerations and recomputes them per output element.
 4. *Point by point*: a rollout of the same pendulum (a pinned chain of point masses; masses, lengths and g passed in
    at run time, as the library's chain is) written for a batch: the state as 4n separate (B,) buffers, the rod
    tensions by the Thomas algorithm on the tridiagonal system J M^-1 J^T, everything written out point by point. With
@@ -85,18 +85,23 @@ def section_barrier():
           f"in the compiled XLA CPU program {len(re.findall('opt-barrier', hlo))}")
 
 
-def section_library(B=4096, T=200):
+def pendulum_batch(B):
+    """The benchmark's 5-link pendulum in float32 and B starts, joint angles uniform in [-pi, pi]."""
     chain = dc.pendulum(5, mass=1.0, length=1.0)
     chain = jax.tree_util.tree_map(lambda a: a.astype(jnp.float32) if jnp.issubdtype(a.dtype, jnp.floating) else a,
                                    chain)
     th = jnp.asarray(np.random.default_rng(0).uniform(-np.pi, np.pi, (B, 5)), jnp.float32)
-    s0 = jax.vmap(lambda t: dc.from_joint_angles(chain, t))(th)
+    return chain, jax.vmap(lambda t: dc.from_joint_angles(chain, t))(th)
+
+
+def section_library(B=4096, T=200):
+    chain, s0 = pendulum_batch(B)
     print(f"\n3. library: batched rollout, 5-link pendulum, float32, B = {B}, T = {T}")
     scan_form, fused_max = recursive.abcd_sweeps_c, recursive.FUSED_MAX
     written_out = lambda *a: recursive._abcd_sweeps_c(*a, unrolled=True)  # noqa: E731
     rows = []
     for name, sweeps, fused in (("scan (the library under vmap)", scan_form, fused_max),
-                                ("written out, identity products", written_out, 0),
+                                ("written out, quotients", written_out, 0),
                                 ("written out, left to fusion", written_out, 99)):
         recursive.abcd_sweeps_c, recursive.FUSED_MAX = sweeps, fused
         try:
@@ -159,11 +164,7 @@ def pointwise_rollout(m, l, g, x, v, T, dt, quotients=True):
 
 
 def section_pointwise(B=4096, T=200, dt=1e-3):
-    chain = dc.pendulum(5, mass=1.0, length=1.0)
-    chain = jax.tree_util.tree_map(lambda a: a.astype(jnp.float32) if jnp.issubdtype(a.dtype, jnp.floating) else a,
-                                   chain)
-    th = jnp.asarray(np.random.default_rng(0).uniform(-np.pi, np.pi, (B, 5)), jnp.float32)
-    s0 = jax.vmap(lambda t: dc.from_joint_angles(chain, t))(th)
+    chain, s0 = pendulum_batch(B)
     print(f"\n4. point by point: 5-link pendulum, float32, B = {B}, T = {T}, the chain a run-time argument")
     lib = "library (vmap of rollout)"
     runs = {lib: jax.jit(lambda c, s: jax.vmap(lambda si: dc.rollout(c, si, None, dt, n_steps=T)[0].x)(s))}
