@@ -28,11 +28,14 @@ def rod_terms_c(chain: Chain, X, Y, U, V, stab=None):
     derivative |dv_perp|^2 / |d| so that every solver differentiates the same constraint.
     """
     _, _, rho, inv_rho, rx, ry = links_c(X, Y)
-    dU, dV = rod_diff_c(U, V)
+    return rx, ry, rod_rhs(rx, ry, rho, inv_rho, *rod_diff_c(U, V), chain.l, _inv(stab))
+
+
+def rod_rhs(rx, ry, rho, inv_rho, dU, dV, l, w):
+    """e_k of :func:`rod_terms_c` from rod k's geometry (:func:`diffchain.geometry.rod_geometry`), its velocity
+    difference dU, dV, length l and 1/T = w (elementwise)."""
     eps_dot = rx * dU + ry * dV
-    e = (dU * dU + dV * dV - eps_dot**2) * inv_rho
-    w = _inv(stab)
-    return rx, ry, e + (rho - chain.l) * w**2 + 2.0 * eps_dot * w
+    return (dU * dU + dV * dV - eps_dot**2) * inv_rho + (rho - l) * w**2 + 2.0 * eps_dot * w
 
 
 def rod_terms(chain: Chain, state: State, stab=None):
@@ -43,9 +46,12 @@ def rod_terms(chain: Chain, state: State, stab=None):
 
 def _slider_rhs(chain: Chain, X, Y, U, V, stab):
     """PD right-hand side of a slider row s_i^T a_i = -eps/T^2 - 2 eps'/T, eps = s_i^T x_i - c_i (seed §6.3, eq. 33)."""
-    w = _inv(stab)
-    sx, sy = chain.s[:, 0], chain.s[:, 1]
-    return -(sx * X + sy * Y - chain.c) * w**2 - 2.0 * (sx * U + sy * V) * w
+    return slider_rhs(chain.s[:, 0], chain.s[:, 1], chain.c, X, Y, U, V, _inv(stab))
+
+
+def slider_rhs(sx, sy, c, X, Y, U, V, w):
+    """:func:`_slider_rhs` elementwise, w = 1/T."""
+    return -(sx * X + sy * Y - c) * w**2 - 2.0 * (sx * U + sy * V) * w
 
 
 def point_terms(chain: Chain, state: State, a_w, stab=None):
@@ -70,14 +76,18 @@ def point_projector_c(chain: Chain, X, Y, U, V, a_w, stab=None):
     """The point constraints as a_i = P_i a + a0_i by components: P_11, P_12, P_22, a0_x, a0_y (n,).
 
     Free: P = I, a0 = 0; slider: P = I - s s^T, a0 = s beta (beta of :func:`_slider_rhs`); guided: P = 0, a0 = a^w."""
-    g, sl = chain.guided, chain.slider_mask
-    sx, sy = chain.s[:, 0], chain.s[:, 1]
     beta = _slider_rhs(chain, X, Y, U, V, stab)
+    return projector(chain.guided, chain.slider_mask, chain.s[:, 0], chain.s[:, 1], beta, a_w[:, 0], a_w[:, 1])
+
+
+def projector(g, sl, sx, sy, beta, awx, awy):
+    """P_11, P_12, P_22, a0_x, a0_y of :func:`point_projector_c` elementwise: g guided, sl on a line (not guided)
+    with normal s and right-hand side beta, a^w = (awx, awy)."""
     p11 = jnp.where(g, 0.0, jnp.where(sl, 1.0 - sx * sx, 1.0))
     p12 = jnp.where(g | ~sl, 0.0, -sx * sy)
     p22 = jnp.where(g, 0.0, jnp.where(sl, 1.0 - sy * sy, 1.0))
-    a0x = jnp.where(g, a_w[:, 0], jnp.where(sl, sx * beta, 0.0))
-    a0y = jnp.where(g, a_w[:, 1], jnp.where(sl, sy * beta, 0.0))
+    a0x = jnp.where(g, awx, jnp.where(sl, sx * beta, 0.0))
+    a0y = jnp.where(g, awy, jnp.where(sl, sy * beta, 0.0))
     return p11, p12, p22, a0x, a0y
 
 

@@ -53,8 +53,14 @@ def external_forces_c(chain: Chain, X, Y, U, V, control: Control):
     _, _, _, inv_rho, rx, ry = links_c(X, Y)
     omega_z = _pad_diff(link_omega_c(rx, ry, inv_rho, *rod_diff_c(U, V)))
     fx, fy = _torque_forces_c(rx, ry, inv_rho, control.tau - chain.k_omega * omega_z)
-    drag = chain.k_v * _speed(U, V)
-    return fx - drag * U + control.F[:, 0], fy - chain.g * chain.m - drag * V + control.F[:, 1]
+    return point_forces(fx, fy, U, V, chain.m, chain.k_v, chain.g, control.F[:, 0], control.F[:, 1])
+
+
+def point_forces(fx, fy, U, V, m, k_v, g, ux, uy):
+    """F^e of :func:`external_forces_c` at a point (elementwise) from its torque forces fx, fy: gravity, drag, and the
+    user force (ux, uy)."""
+    drag = k_v * _speed(U, V)
+    return fx - drag * U + ux, fy - g * m - drag * V + uy
 
 
 def external_forces(chain: Chain, state: State, control: Control):

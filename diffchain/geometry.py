@@ -57,11 +57,16 @@ def links_c(X, Y):
     batch-contiguous arrays instead of acting on a minor axis of length 2 (XLA CPU runs the latter as many tiny
     kernels); the solvers' hot paths use it, and the (n, 2) functions below are built on it."""
     dX, dY = rod_diff_c(X, Y)
+    return (dX, dY) + rod_geometry(dX, dY)
+
+
+def rod_geometry(dX, dY):
+    """Length rho, 1/rho (1 where rho = 0) and unit direction r_x, r_y of rods dX, dY (elementwise: one rod or many)."""
     sq = dX * dX + dY * dY
     pos = sq > 0
     rho = jnp.where(pos, jnp.sqrt(jnp.where(pos, sq, 1.0)), 0.0)
     inv_rho = 1.0 / jnp.where(pos, rho, 1.0)
-    return dX, dY, rho, inv_rho, dX * inv_rho, dY * inv_rho
+    return rho, inv_rho, dX * inv_rho, dY * inv_rho
 
 
 def links(x):

@@ -17,6 +17,11 @@ out, on a toy sweep and on the library's batched rollout (README, "What limited 
    tensions by the Thomas algorithm on the tridiagonal system J M^-1 J^T, everything written out point by point. With
    the Thomas coefficients computed as quotients XLA CPU computes each once (it does not duplicate a division into
    several consumers); multiplied by the reciprocal pivot instead, every later quantity recomputes the whole sweep.
+5. *The library's step point by point*: the same layout (4n (B,) buffers in the time scan) for the library's whole
+   Part I step -- unit rod directions, the rods' PD terms, torques, damping, drag, sliders and guided points (the
+   chain's masks and coefficients are run-time values), the seed's A, b, C, d sweeps -- from the library's per-point
+   kernels (``rod_geometry``, ``rod_rhs``, ``point_forces``, ``slider_rhs``, ``projector``), against the library's
+   batched rollout: left to XLA's fusion, and with each point's values materialised by a product with the identity.
 """
 from __future__ import annotations
 
@@ -183,9 +188,117 @@ def section_pointwise(B=4096, T=200, dt=1e-3):
               f"max |x - x_library| = {float(jnp.max(jnp.abs(outs[k] - outs[lib]))):.1e} m")
 
 
+def keep(*vals):
+    """The values, each materialised: a product with the identity matrix, which XLA CPU does not fuse."""
+    vals = jnp.broadcast_arrays(*vals)
+    out = jnp.dot(jnp.eye(len(vals), dtype=vals[0].dtype), jnp.stack(vals))
+    return tuple(out[j] for j in range(len(vals)))
+
+
+def library_step_pointwise(chain, x, v, T, dt, materialise=True):
+    """T quanta of the seed's scheme (PD drift correction, delta_eps = 5 dt, no input) of the library's Part I step for
+    a batch of chains of point masses, point by point: x, v (B, n, 2); the chain's arrays per point as run-time
+    values. The sweeps in their point-by-point form: the quotients u_i = F^e_i / m_i, 1/D_i and
+    k_i = m_i (c_i^T u_i + mu_i / D_i) are computed once, and the forward sweep carries only the rod tension,
+    phi_i = alpha_i phi_{i-1} + k_i with alpha_i = c_i^T r_{i-1};
+    m_i a_i = P_i (F^d_i + F^e_i - r_i phi_i) + m_i a0_i."""
+    from diffchain.constraints import projector, rod_rhs, slider_rhs
+    from diffchain.forces import point_forces
+    from diffchain.geometry import link_omega_c, rod_geometry
+
+    n, w = chain.n, 1.0 / (5.0 * dt)
+    kept = keep if materialise else (lambda *a: a)
+    tol = 64 * jnp.finfo(x.dtype).eps
+    m = [chain.m[i] for i in range(n)]
+
+    def accel(X, Y, U, V):
+        rods = range(n - 1)
+        rho, inv_rho, rx, ry = zip(*(kept(*rod_geometry(X[k + 1] - X[k], Y[k + 1] - Y[k])) for k in rods))
+        dU, dV = [U[k + 1] - U[k] for k in rods], [V[k + 1] - V[k] for k in rods]
+        e = [jnp.where(chain.rod_on[k], rod_rhs(rx[k], ry[k], rho[k], inv_rho[k], dU[k], dV[k], chain.l[k], w), 0.0)
+             for k in rods]
+        omega = [0.0] + [link_omega_c(rx[k], ry[k], inv_rho[k], dU[k], dV[k]) for k in rods] + [0.0]
+        tau = [-chain.k_omega[i] * (omega[i + 1] - omega[i]) for i in range(n)]  # damping (seed §4.3)
+        dtau = [(tau[k + 1] - tau[k]) * inv_rho[k] for k in rods]
+        tx = [0.0] + [-ry[k] * dtau[k] for k in rods] + [0.0]
+        ty = [0.0] + [rx[k] * dtau[k] for k in rods] + [0.0]
+        u = [kept(*(f / m[i] for f in point_forces(tx[i + 1] - tx[i], ty[i + 1] - ty[i], U[i], V[i], m[i],
+                                                     chain.k_v[i], chain.g, 0.0, 0.0))) for i in range(n)]
+        s = [(chain.s[i, 0], chain.s[i, 1]) for i in range(n)]
+        sl = chain.slider_mask
+        P = [kept(*projector(chain.guided[i], sl[i], *s[i], slider_rhs(*s[i], chain.c[i], X[i], Y[i], U[i], V[i], w),
+                             0.0, 0.0)) for i in range(n)]
+        e = list(kept(*e)) + [0.0]
+        r = list(zip(rx, ry)) + [(0.0, 0.0)]  # the terminal point: r_n = 0, e_n = 0
+        A, b, k, alpha = (0.0, 0.0, 0.0), (0.0, 0.0), [None] * n, [None] * n
+        for i in reversed(range(n)):
+            (x_, y_), (q11, q12, q22, wx, wy), (ux, uy) = r[i], P[i], u[i]
+            Prx, Pry = q11 * x_ + q12 * y_, q12 * x_ + q22 * y_
+            D = x_ * Prx + y_ * Pry + m[i] * (A[0] * x_ * x_ + 2.0 * A[1] * x_ * y_ + A[2] * y_ * y_)
+            ok = D > tol * (x_ * x_ + y_ * y_ + m[i] * (A[0] + A[2]))
+            mu = x_ * (wx - b[0]) + y_ * (wy - b[1]) - e[i]
+            D = jnp.where(ok, D, 1.0)
+            inv_D = jnp.where(ok, 1.0, 0.0) / D
+            k_i = jnp.where(ok, m[i] * (Prx * ux + Pry * uy + mu), 0.0) / D
+            rx0, ry0 = r[i - 1] if i else (0.0, 0.0)
+            cx, cy, alpha_i = Prx * inv_D, Pry * inv_D, (Prx * rx0 + Pry * ry0) * inv_D
+            A = ((q11 - cx * Prx) / m[i], (q12 - cx * Pry) / m[i], (q22 - cy * Pry) / m[i])
+            b = (q11 * ux + q12 * uy - Prx * k_i / m[i] + wx, q12 * ux + q22 * uy - Pry * k_i / m[i] + wy)
+            k[i], alpha[i], *A, b0, b1 = kept(k_i, alpha_i, *A, *b)
+            A, b = tuple(A), (b0, b1)
+        phi, ax, ay = 0.0, [None] * n, [None] * n
+        for i in range(n):
+            (x_, y_), (q11, q12, q22, wx, wy) = r[i], P[i]
+            rx0, ry0 = r[i - 1] if i else (0.0, 0.0)
+            fx, fy = rx0 * phi, ry0 * phi
+            phi = kept(alpha[i] * phi + k[i])[0]
+            fx, fy = fx + m[i] * u[i][0] - x_ * phi, fy + m[i] * u[i][1] - y_ * phi
+            ax[i], ay[i] = (q11 * fx + q12 * fy) / m[i] + wx, (q12 * fx + q22 * fy) / m[i] + wy
+        return ax, ay
+
+    def step(c, _):
+        X, Y, U, V = c
+        ax, ay = accel(X, Y, U, V)
+        j = range(n)
+        return (tuple(X[i] + dt * U[i] + 0.5 * dt * dt * ax[i] for i in j),
+                tuple(Y[i] + dt * V[i] + 0.5 * dt * dt * ay[i] for i in j),
+                tuple(U[i] + dt * ax[i] for i in j), tuple(V[i] + dt * ay[i] for i in j)), None
+
+    init = tuple(tuple(a[:, i, k] for i in range(n)) for a, k in ((x, 0), (x, 1), (v, 0), (v, 1)))
+    (X, Y, U, V), _ = jax.lax.scan(step, init, None, length=T)
+    return jnp.stack([jnp.stack(X, -1), jnp.stack(Y, -1)], -1)
+
+
+def section_library_pointwise(B=4096, T=200, dt=1e-3):
+    print(f"\n5. the library's step point by point: float32, B = {B}, T = {T}, the chain a run-time argument")
+    for n_links in (5, 8):
+        chain = dc.pendulum(n_links, mass=1.0, length=1.0)
+        chain = jax.tree_util.tree_map(
+            lambda a: a.astype(jnp.float32) if jnp.issubdtype(a.dtype, jnp.floating) else a, chain)
+        th = jnp.asarray(np.random.default_rng(0).uniform(-np.pi, np.pi, (B, n_links)), jnp.float32)
+        s0 = jax.vmap(lambda t: dc.from_joint_angles(chain, t))(th)
+        lib = "library (vmap of rollout)"
+        runs = {lib: jax.jit(lambda c, s: jax.vmap(lambda si: dc.rollout(c, si, None, dt, n_steps=T)[0].x)(s))}
+        for mat in (False, True):
+            runs[f"point by point, {'materialised' if mat else 'left to fusion'}"] = jax.jit(
+                lambda c, s, mat=mat: library_step_pointwise(c, s.x, s.v, T, dt, materialise=mat))
+        outs = {k: f(chain, s0) for k, f in runs.items()}
+        rates = {k: [] for k in runs}
+        for _ in range(3):  # alternated: the machine's speed drifts
+            for k, f in runs.items():
+                rates[k].append(B * T / per_call(f, chain, s0, repeats=3))
+        base = statistics.median(rates[lib])
+        print(f"   {n_links}-link pendulum")
+        for k in runs:
+            r = statistics.median(rates[k])
+            print(f"   {k:36s} {r:10.3g} copy-steps/s ({r / base:4.2f}x), "
+                  f"max |x - x_library| = {float(jnp.max(jnp.abs(outs[k] - outs[lib]))):.1e} m")
+
+
 if __name__ == "__main__":
     print(f"jax {jax.__version__}, XLA_FLAGS = {os.environ.get('XLA_FLAGS', '')}\n")
     section_toy()
     section_barrier()
     section_library()
     section_pointwise()
+    section_library_pointwise()
