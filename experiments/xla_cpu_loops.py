@@ -21,7 +21,8 @@ out, on a toy sweep and on the library's batched rollout (README, "What limited 
    Part I step -- unit rod directions, the rods' PD terms, torques, damping, drag, sliders and guided points (the
    chain's masks and coefficients are run-time values), the seed's A, b, C, d sweeps -- from the library's per-point
    kernels (``rod_geometry``, ``rod_rhs``, ``point_forces``, ``slider_rhs``, ``projector``), against the library's
-   batched rollout: left to XLA's fusion, and with each point's values materialised by a product with the identity.
+   batched rollout: left to XLA's fusion, and with each point's values materialised by a product with the identity;
+   and the lambda-first form of the same step (rod tensions by the Thomas algorithm, as in section 4).
 """
 from __future__ import annotations
 
@@ -269,6 +270,80 @@ def library_step_pointwise(chain, x, v, T, dt, materialise=True):
     return jnp.stack([jnp.stack(X, -1), jnp.stack(Y, -1)], -1)
 
 
+def lambda_first_pointwise(chain, x, v, T, dt, quotients=True):
+    """:func:`library_step_pointwise` with the rod tensions from the tridiagonal system J M^-1 J^T phi = rhs (the
+    lambda-first form of seeds 001-004 for an open chain: the point constraints eliminated by a_i = P_i G_i / m_i + a0_i,
+    G_i = F^e_i + r_{i-1} phi_{i-1} - r_i phi_i the force on point i) solved by the Thomas algorithm, as section 4's
+    lean step does. Rod k, r_k^T (a_k - a_{k+1}) = e_k, gives
+        -(r_k^T P_k r_k / m_k + r_k^T P_{k+1} r_k / m_{k+1}) phi_k + (r_k^T P_k r_{k-1} / m_k) phi_{k-1}
+        + (r_k^T P_{k+1} r_{k+1} / m_{k+1}) phi_{k+1} = e_k - r_k^T (P_k u_k + a0_k - P_{k+1} u_{k+1} - a0_{k+1}),
+    u_i = F^e_i / m_i; a rod switched off, or a vanishing pivot (the seed's f_i = 0), gives phi_k = 0."""
+    from diffchain.constraints import projector, rod_rhs, slider_rhs
+    from diffchain.forces import point_forces
+    from diffchain.geometry import link_omega_c, rod_geometry
+
+    n, w = chain.n, 1.0 / (5.0 * dt)
+    tol = 64 * jnp.finfo(x.dtype).eps
+    m = [chain.m[i] for i in range(n)]
+    div = (lambda a, b: a / b) if quotients else (lambda a, b: a * (1.0 / b))
+
+    def accel(X, Y, U, V):
+        rods = range(n - 1)
+        rho, inv_rho, rx, ry = zip(*(rod_geometry(X[k + 1] - X[k], Y[k + 1] - Y[k]) for k in rods))
+        dU, dV = [U[k + 1] - U[k] for k in rods], [V[k + 1] - V[k] for k in rods]
+        e = [rod_rhs(rx[k], ry[k], rho[k], inv_rho[k], dU[k], dV[k], chain.l[k], w) for k in rods]
+        omega = [0.0] + [link_omega_c(rx[k], ry[k], inv_rho[k], dU[k], dV[k]) for k in rods] + [0.0]
+        tau = [-chain.k_omega[i] * (omega[i + 1] - omega[i]) for i in range(n)]  # damping (seed §4.3)
+        dtau = [(tau[k + 1] - tau[k]) * inv_rho[k] for k in rods]
+        tx = [0.0] + [-ry[k] * dtau[k] for k in rods] + [0.0]
+        ty = [0.0] + [rx[k] * dtau[k] for k in rods] + [0.0]
+        F = [point_forces(tx[i + 1] - tx[i], ty[i + 1] - ty[i], U[i], V[i], m[i], chain.k_v[i], chain.g, 0.0, 0.0)
+             for i in range(n)]
+        s = [(chain.s[i, 0], chain.s[i, 1]) for i in range(n)]
+        sl = chain.slider_mask
+        P = [projector(chain.guided[i], sl[i], *s[i], slider_rhs(*s[i], chain.c[i], X[i], Y[i], U[i], V[i], w), 0.0, 0.0)
+             for i in range(n)]
+        u = [(div(F[i][0], m[i]), div(F[i][1], m[i])) for i in range(n)]
+        ut = [(q11 * ux + q12 * uy + wx, q12 * ux + q22 * uy + wy) for (q11, q12, q22, wx, wy), (ux, uy) in zip(P, u)]
+
+        def rPr(i, k, j):  # r_k^T P_i r_j / m_i
+            q11, q12, q22 = P[i][:3]
+            return (rx[k] * (q11 * rx[j] + q12 * ry[j]) + ry[k] * (q12 * rx[j] + q22 * ry[j])) / m[i]
+
+        cp, dp = [None] * (n - 1), [None] * (n - 1)
+        for k in rods:  # Thomas: forward elimination
+            diag = -(rPr(k, k, k) + rPr(k + 1, k, k))
+            rhs = e[k] - (rx[k] * (ut[k][0] - ut[k + 1][0]) + ry[k] * (ut[k][1] - ut[k + 1][1]))
+            sub = rPr(k, k, k - 1) if k else 0.0
+            den = diag - (sub * cp[k - 1] if k else 0.0)
+            num = rhs - (sub * dp[k - 1] if k else 0.0)
+            ok = chain.rod_on[k] & (-den > tol * (rPr(k, k, k) + rPr(k + 1, k, k) + 1e-30))
+            den = jnp.where(ok, den, 1.0)
+            sup = rPr(k + 1, k, k + 1) if k < n - 2 else 0.0
+            cp[k] = div(jnp.where(ok, sup, 0.0), den)
+            dp[k] = div(jnp.where(ok, num, 0.0), den)
+        phi = [None] * (n - 1)
+        for k in reversed(rods):  # back substitution
+            phi[k] = dp[k] - (cp[k] * phi[k + 1] if k < n - 2 else 0.0)
+        Gx = [F[i][0] + (rx[i - 1] * phi[i - 1] if i else 0.0) - (rx[i] * phi[i] if i < n - 1 else 0.0) for i in range(n)]
+        Gy = [F[i][1] + (ry[i - 1] * phi[i - 1] if i else 0.0) - (ry[i] * phi[i] if i < n - 1 else 0.0) for i in range(n)]
+        ax = [div(P[i][0] * Gx[i] + P[i][1] * Gy[i], m[i]) + P[i][3] for i in range(n)]
+        ay = [div(P[i][1] * Gx[i] + P[i][2] * Gy[i], m[i]) + P[i][4] for i in range(n)]
+        return ax, ay
+
+    def step(c, _):
+        X, Y, U, V = c
+        ax, ay = accel(X, Y, U, V)
+        j = range(n)
+        return (tuple(X[i] + dt * U[i] + 0.5 * dt * dt * ax[i] for i in j),
+                tuple(Y[i] + dt * V[i] + 0.5 * dt * dt * ay[i] for i in j),
+                tuple(U[i] + dt * ax[i] for i in j), tuple(V[i] + dt * ay[i] for i in j)), None
+
+    init = tuple(tuple(a[:, i, k] for i in range(n)) for a, k in ((x, 0), (x, 1), (v, 0), (v, 1)))
+    (X, Y, U, V), _ = jax.lax.scan(step, init, None, length=T)
+    return jnp.stack([jnp.stack(X, -1), jnp.stack(Y, -1)], -1)
+
+
 def section_library_pointwise(B=4096, T=200, dt=1e-3):
     print(f"\n5. the library's step point by point: float32, B = {B}, T = {T}, the chain a run-time argument")
     for n_links in (5, 8):
@@ -282,6 +357,7 @@ def section_library_pointwise(B=4096, T=200, dt=1e-3):
         for mat in (False, True):
             runs[f"point by point, {'materialised' if mat else 'left to fusion'}"] = jax.jit(
                 lambda c, s, mat=mat: library_step_pointwise(c, s.x, s.v, T, dt, materialise=mat))
+        runs["lambda-first, Thomas, quotients"] = jax.jit(lambda c, s: lambda_first_pointwise(c, s.x, s.v, T, dt))
         outs = {k: f(chain, s0) for k, f in runs.items()}
         rates = {k: [] for k in runs}
         for _ in range(3):  # alternated: the machine's speed drifts
