@@ -38,6 +38,9 @@ import numpy as np  # noqa: E402
 
 import diffchain as dc  # noqa: E402
 from diffchain import recursive  # noqa: E402
+from diffchain.constraints import projector, rod_rhs, slider_rhs  # noqa: E402
+from diffchain.forces import point_forces  # noqa: E402
+from diffchain.geometry import link_omega_c, rod_geometry  # noqa: E402
 
 
 def per_call(f, *args, repeats=7):
@@ -123,6 +126,24 @@ def section_library(B=4096, T=200):
     print(f"   same final states: max |dx| = {dx:.1e} m")
 
 
+def scan_points_state(accel, x, v, T, dt):
+    """T quanta of the seed's constant-acceleration scheme for a batch, x, v (B, n, 2), with the state carried as 4n
+    separate (B,) buffers; ``accel(X, Y, U, V)`` maps the per-point buffers to the lists a_x, a_y. Returns x."""
+    n = x.shape[1]
+
+    def step(c, _):
+        X, Y, U, V = c
+        ax, ay = accel(X, Y, U, V)
+        j = range(n)
+        return (tuple(X[i] + dt * U[i] + 0.5 * dt * dt * ax[i] for i in j),
+                tuple(Y[i] + dt * V[i] + 0.5 * dt * dt * ay[i] for i in j),
+                tuple(U[i] + dt * ax[i] for i in j), tuple(V[i] + dt * ay[i] for i in j)), None
+
+    init = tuple(tuple(a[:, i, k] for i in range(n)) for a, k in ((x, 0), (x, 1), (v, 0), (v, 1)))
+    (X, Y, U, V), _ = jax.lax.scan(step, init, None, length=T)
+    return jnp.stack([jnp.stack(X, -1), jnp.stack(Y, -1)], -1)
+
+
 def pointwise_rollout(m, l, g, x, v, T, dt, quotients=True):
     """T quanta of the seed's scheme (PD drift correction, delta_eps = 5 dt) for a batch of pinned chains of point
     masses, point 0 fixed: ``x``, ``v`` (B, n, 2) with n = len(m) + 1; ``m`` (n-1,) the moving points' masses."""
@@ -155,18 +176,8 @@ def pointwise_rollout(m, l, g, x, v, T, dt, quotients=True):
         zero = jnp.zeros_like(X[0])
         return [zero] + [f / m[j] for j, f in enumerate(fx)], [zero] + [f / m[j] - g for j, f in enumerate(fy)]
 
-    def step(c, _):
-        X, Y, U, V = c
-        ax, ay = accel(X, Y, U, V)
-        j = range(N + 1)
-        return (tuple(X[i] + dt * U[i] + 0.5 * dt * dt * ax[i] for i in j),
-                tuple(Y[i] + dt * V[i] + 0.5 * dt * dt * ay[i] for i in j),
-                tuple(U[i] + dt * ax[i] for i in j), tuple(V[i] + dt * ay[i] for i in j)), None
-
     m, l = [m[i] for i in range(N)], [l[i] for i in range(N)]
-    init = tuple(tuple(a[:, i, k] for i in range(N + 1)) for a, k in ((x, 0), (x, 1), (v, 0), (v, 1)))
-    (X, Y, U, V), _ = jax.lax.scan(step, init, None, length=T)
-    return jnp.stack([jnp.stack(X, -1), jnp.stack(Y, -1)], -1)
+    return scan_points_state(accel, x, v, T, dt)
 
 
 def section_pointwise(B=4096, T=200, dt=1e-3):
@@ -203,10 +214,6 @@ def library_step_pointwise(chain, x, v, T, dt, materialise=True):
     k_i = m_i (c_i^T u_i + mu_i / D_i) are computed once, and the forward sweep carries only the rod tension,
     phi_i = alpha_i phi_{i-1} + k_i with alpha_i = c_i^T r_{i-1};
     m_i a_i = P_i (F^d_i + F^e_i - r_i phi_i) + m_i a0_i."""
-    from diffchain.constraints import projector, rod_rhs, slider_rhs
-    from diffchain.forces import point_forces
-    from diffchain.geometry import link_omega_c, rod_geometry
-
     n, w = chain.n, 1.0 / (5.0 * dt)
     kept = keep if materialise else (lambda *a: a)
     tol = 64 * jnp.finfo(x.dtype).eps
@@ -257,35 +264,20 @@ def library_step_pointwise(chain, x, v, T, dt, materialise=True):
             ax[i], ay[i] = (q11 * fx + q12 * fy) / m[i] + wx, (q12 * fx + q22 * fy) / m[i] + wy
         return ax, ay
 
-    def step(c, _):
-        X, Y, U, V = c
-        ax, ay = accel(X, Y, U, V)
-        j = range(n)
-        return (tuple(X[i] + dt * U[i] + 0.5 * dt * dt * ax[i] for i in j),
-                tuple(Y[i] + dt * V[i] + 0.5 * dt * dt * ay[i] for i in j),
-                tuple(U[i] + dt * ax[i] for i in j), tuple(V[i] + dt * ay[i] for i in j)), None
-
-    init = tuple(tuple(a[:, i, k] for i in range(n)) for a, k in ((x, 0), (x, 1), (v, 0), (v, 1)))
-    (X, Y, U, V), _ = jax.lax.scan(step, init, None, length=T)
-    return jnp.stack([jnp.stack(X, -1), jnp.stack(Y, -1)], -1)
+    return scan_points_state(accel, x, v, T, dt)
 
 
-def lambda_first_pointwise(chain, x, v, T, dt, quotients=True):
+def lambda_first_pointwise(chain, x, v, T, dt):
     """:func:`library_step_pointwise` with the rod tensions from the tridiagonal system J M^-1 J^T phi = rhs (the
-    lambda-first form of seeds 001-004 for an open chain: the point constraints eliminated by a_i = P_i G_i / m_i + a0_i,
-    G_i = F^e_i + r_{i-1} phi_{i-1} - r_i phi_i the force on point i) solved by the Thomas algorithm, as section 4's
-    lean step does. Rod k, r_k^T (a_k - a_{k+1}) = e_k, gives
+    lambda-first form of seeds 001-004 for an open chain: the point constraints eliminated by
+    a_i = P_i G_i / m_i + a0_i, G_i = F^e_i + r_{i-1} phi_{i-1} - r_i phi_i the force on point i) solved by the Thomas
+    algorithm, as section 4's lean step does. Rod k, r_k^T (a_k - a_{k+1}) = e_k, gives
         -(r_k^T P_k r_k / m_k + r_k^T P_{k+1} r_k / m_{k+1}) phi_k + (r_k^T P_k r_{k-1} / m_k) phi_{k-1}
         + (r_k^T P_{k+1} r_{k+1} / m_{k+1}) phi_{k+1} = e_k - r_k^T (P_k u_k + a0_k - P_{k+1} u_{k+1} - a0_{k+1}),
     u_i = F^e_i / m_i; a rod switched off, or a vanishing pivot (the seed's f_i = 0), gives phi_k = 0."""
-    from diffchain.constraints import projector, rod_rhs, slider_rhs
-    from diffchain.forces import point_forces
-    from diffchain.geometry import link_omega_c, rod_geometry
-
     n, w = chain.n, 1.0 / (5.0 * dt)
     tol = 64 * jnp.finfo(x.dtype).eps
     m = [chain.m[i] for i in range(n)]
-    div = (lambda a, b: a / b) if quotients else (lambda a, b: a * (1.0 / b))
 
     def accel(X, Y, U, V):
         rods = range(n - 1)
@@ -301,9 +293,9 @@ def lambda_first_pointwise(chain, x, v, T, dt, quotients=True):
              for i in range(n)]
         s = [(chain.s[i, 0], chain.s[i, 1]) for i in range(n)]
         sl = chain.slider_mask
-        P = [projector(chain.guided[i], sl[i], *s[i], slider_rhs(*s[i], chain.c[i], X[i], Y[i], U[i], V[i], w), 0.0, 0.0)
-             for i in range(n)]
-        u = [(div(F[i][0], m[i]), div(F[i][1], m[i])) for i in range(n)]
+        P = [projector(chain.guided[i], sl[i], *s[i], slider_rhs(*s[i], chain.c[i], X[i], Y[i], U[i], V[i], w),
+                       0.0, 0.0) for i in range(n)]
+        u = [(F[i][0] / m[i], F[i][1] / m[i]) for i in range(n)]
         ut = [(q11 * ux + q12 * uy + wx, q12 * ux + q22 * uy + wy) for (q11, q12, q22, wx, wy), (ux, uy) in zip(P, u)]
 
         def rPr(i, k, j):  # r_k^T P_i r_j / m_i
@@ -320,28 +312,20 @@ def lambda_first_pointwise(chain, x, v, T, dt, quotients=True):
             ok = chain.rod_on[k] & (-den > tol * (rPr(k, k, k) + rPr(k + 1, k, k) + 1e-30))
             den = jnp.where(ok, den, 1.0)
             sup = rPr(k + 1, k, k + 1) if k < n - 2 else 0.0
-            cp[k] = div(jnp.where(ok, sup, 0.0), den)
-            dp[k] = div(jnp.where(ok, num, 0.0), den)
+            cp[k] = jnp.where(ok, sup, 0.0) / den
+            dp[k] = jnp.where(ok, num, 0.0) / den
         phi = [None] * (n - 1)
         for k in reversed(rods):  # back substitution
             phi[k] = dp[k] - (cp[k] * phi[k + 1] if k < n - 2 else 0.0)
-        Gx = [F[i][0] + (rx[i - 1] * phi[i - 1] if i else 0.0) - (rx[i] * phi[i] if i < n - 1 else 0.0) for i in range(n)]
-        Gy = [F[i][1] + (ry[i - 1] * phi[i - 1] if i else 0.0) - (ry[i] * phi[i] if i < n - 1 else 0.0) for i in range(n)]
-        ax = [div(P[i][0] * Gx[i] + P[i][1] * Gy[i], m[i]) + P[i][3] for i in range(n)]
-        ay = [div(P[i][1] * Gx[i] + P[i][2] * Gy[i], m[i]) + P[i][4] for i in range(n)]
+        phi = [0.0] + phi + [0.0]  # no rod before the first point or after the last
+        r = [(0.0, 0.0)] + list(zip(rx, ry)) + [(0.0, 0.0)]
+        Gx = [F[i][0] + r[i][0] * phi[i] - r[i + 1][0] * phi[i + 1] for i in range(n)]
+        Gy = [F[i][1] + r[i][1] * phi[i] - r[i + 1][1] * phi[i + 1] for i in range(n)]
+        ax = [(P[i][0] * Gx[i] + P[i][1] * Gy[i]) / m[i] + P[i][3] for i in range(n)]
+        ay = [(P[i][1] * Gx[i] + P[i][2] * Gy[i]) / m[i] + P[i][4] for i in range(n)]
         return ax, ay
 
-    def step(c, _):
-        X, Y, U, V = c
-        ax, ay = accel(X, Y, U, V)
-        j = range(n)
-        return (tuple(X[i] + dt * U[i] + 0.5 * dt * dt * ax[i] for i in j),
-                tuple(Y[i] + dt * V[i] + 0.5 * dt * dt * ay[i] for i in j),
-                tuple(U[i] + dt * ax[i] for i in j), tuple(V[i] + dt * ay[i] for i in j)), None
-
-    init = tuple(tuple(a[:, i, k] for i in range(n)) for a, k in ((x, 0), (x, 1), (v, 0), (v, 1)))
-    (X, Y, U, V), _ = jax.lax.scan(step, init, None, length=T)
-    return jnp.stack([jnp.stack(X, -1), jnp.stack(Y, -1)], -1)
+    return scan_points_state(accel, x, v, T, dt)
 
 
 def section_library_pointwise(B=4096, T=200, dt=1e-3):
