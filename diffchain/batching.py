@@ -32,20 +32,31 @@ def _stop_gradient_transposes_to_zero():
 _stop_gradient_transposes_to_zero()
 
 
-def one_chain_form(unrolled, general):
-    """``unrolled`` when evaluated on one chain; ``general`` (the same arithmetic with scans) under ``vmap``, where
-    unrolling costs more than it saves, and in every derivative (``custom_vmap`` has no reverse-mode rule)."""
-    f = jax.custom_batching.custom_vmap(unrolled)
+def batch_form(one, batched, derivative):
+    """A function that is ``one`` when evaluated on one chain, ``batched(axis_size, in_batched, *args)`` under
+    ``vmap`` (a ``custom_vmap`` rule returning batch-first outputs) and ``derivative`` in every derivative
+    (``custom_vmap`` has no reverse-mode rule): three programs for the same arithmetic."""
+    f = jax.custom_batching.custom_vmap(one)
 
     @f.def_vmap
-    def batched(axis_size, in_batched, *args):
-        in_axes = jax.tree.map(lambda b: 0 if b else None, tuple(in_batched))
-        out = jax.vmap(general, in_axes=in_axes, axis_size=axis_size)(*args)
+    def rule(axis_size, in_batched, *args):
+        out = batched(axis_size, in_batched, *args)
         return out, jax.tree.map(lambda _: True, out)
 
     f = jax.custom_jvp(f)
-    f.defjvp(lambda primals, tangents: jax.jvp(general, primals, tangents))
+    f.defjvp(lambda primals, tangents: jax.jvp(derivative, primals, tangents))
     return f
+
+
+def one_chain_form(unrolled, general):
+    """``unrolled`` when evaluated on one chain; ``general`` (the same arithmetic with scans) under ``vmap``, where
+    unrolling costs more than it saves, and in every derivative (:func:`batch_form`)."""
+
+    def batched(axis_size, in_batched, *args):
+        in_axes = jax.tree.map(lambda b: 0 if b else None, tuple(in_batched))
+        return jax.vmap(general, in_axes=in_axes, axis_size=axis_size)(*args)
+
+    return batch_form(unrolled, batched, general)
 
 
 def _explicit(f, operand):

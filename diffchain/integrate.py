@@ -6,12 +6,15 @@ None to integrate the exact constraint accelerations without correction.
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from . import lean
+from .batching import batch_form
 from .geometry import links
 from .model import Chain, Control, State
 from .recursive import KKT_SOLUTION
@@ -19,6 +22,9 @@ from .solvers import Recursive, Solver
 
 
 class Integrator(eqx.Module):
+    """Advances a state by one quantum, given its accelerations ``accel(state)``: a :class:`State`, or any class with
+    fields x, v, t whose x and v add and scale (:class:`diffchain.lean.PointState`)."""
+
     stab_factor: float | None = 5.0
 
     def stab(self, dt):
@@ -33,7 +39,7 @@ class SeedQuantum(Integrator):
 
     def __call__(self, accel, state, dt):
         a = accel(state)
-        return State(state.x + dt * state.v + 0.5 * dt**2 * a, state.v + dt * a, state.t + dt)
+        return type(state)(state.x + dt * state.v + 0.5 * dt**2 * a, state.v + dt * a, state.t + dt)
 
 
 class SemiImplicitEuler(Integrator):
@@ -41,7 +47,7 @@ class SemiImplicitEuler(Integrator):
 
     def __call__(self, accel, state, dt):
         v = state.v + dt * accel(state)
-        return State(state.x + dt * v, v, state.t + dt)
+        return type(state)(state.x + dt * v, v, state.t + dt)
 
 
 class RK4(Integrator):
@@ -55,14 +61,15 @@ class RK4(Integrator):
 
     def __call__(self, accel, state, dt):
         def f(x, v, t):
-            return v, accel(State(x, v, t))
+            return v, accel(type(state)(x, v, t))
 
         x, v, t = state.x, state.v, state.t
         k1x, k1v = f(x, v, t)
         k2x, k2v = f(x + 0.5 * dt * k1x, v + 0.5 * dt * k1v, t + 0.5 * dt)
         k3x, k3v = f(x + 0.5 * dt * k2x, v + 0.5 * dt * k2v, t + 0.5 * dt)
         k4x, k4v = f(x + dt * k3x, v + dt * k3v, t + dt)
-        return State(x + dt / 6 * (k1x + 2 * k2x + 2 * k3x + k4x), v + dt / 6 * (k1v + 2 * k2v + 2 * k3v + k4v), t + dt)
+        return type(state)(x + dt / 6 * (k1x + 2 * k2x + 2 * k3x + k4x), v + dt / 6 * (k1v + 2 * k2v + 2 * k3v + k4v),
+                           t + dt)
 
 
 def step(chain: Chain, state: State, control: Control, dt, *, solver: Solver = Recursive(),
@@ -89,6 +96,22 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
     """
     state = check_state(chain, state) if check else state
 
+    def plain(chain, state, controls):
+        return _rollout(chain, state, controls, dt, n_steps, solver, integrator, checkpoint)
+
+    if isinstance(solver, Recursive) and lean.applies(chain, controls, dt, n_steps, integrator):
+        def batched(axis_size, in_batched, chain, state, controls):  # under vmap: the lean form where it applies
+            general = jax.vmap(plain, in_axes=jax.tree.map(lambda b: 0 if b else None, tuple(in_batched)),
+                               axis_size=axis_size)
+            fast = functools.partial(lean.lean_rollout, axis_size, in_batched, dt=dt, n_steps=n_steps,
+                                     integrator=integrator)
+            return jax.lax.cond(jnp.all(lean.lean_chain(chain)), fast, general, chain, state, controls)
+
+        return batch_form(plain, batched, plain)(chain, state, controls)
+    return plain(chain, state, controls)
+
+
+def _rollout(chain, state, controls, dt, n_steps, solver, integrator, checkpoint):
     def body(s, u):
         s = step(chain, s, u, dt, solver=solver, integrator=integrator)
         return s, s

@@ -1,0 +1,174 @@
+"""Batched rollouts of plain point-mass chains, written point by point in the lambda-first form (seeds 001–004).
+
+Under ``vmap``, :func:`diffchain.rollout` of a chain of point masses whose points are free or guided -- no slider, no
+joint damping, no drag -- runs this program instead of the ``vmap`` of the one-chain program. It is the same
+mechanics as the recursion of seed 000, in the form that XLA CPU runs fastest on a batch
+(``experiments/xla_cpu_loops.py``, sections 4 and 5):
+
+* the state is 4n separate (B,) buffers carried by the time scan, every term written out point by point;
+* the rod tensions solve the tridiagonal system J M^-1 J^T psi = rhs by the Thomas algorithm -- one scalar carried
+  from rod to rod where the seed's recursion carries A_i and b_i -- eliminated from the terminal end as the seed's
+  backward sweep is (§3), with the seed's rule for a vanishing pivot: that rod's tension is 0 (§6.1);
+* every value that later rods or points read is a quotient (the Thomas coefficients, the accelerations), which XLA
+  CPU computes once instead of in each of its consumers;
+* the rod rows are scaled by the rod length rho_k, so that they use the rod vectors d_k = x_{k+1} - x_k themselves
+  and not the unit directions r_k = d_k / rho_k: d_k^T (a_k - a_{k+1}) = rho_k e_k (e_k of
+  :func:`~diffchain.constraints.rod_terms_c`). The force of rod k on point k+1 is d_k psi_k, psi_k = phi_k / rho_k.
+
+With beta_i = 1/m_i at a free point and 0 at a guided one, a_i = beta_i G_i + a^w_i [guided],
+G_i = F^e_i + d_{i-1} psi_{i-1} - d_i psi_i, and rod k's row reads
+    beta_k (d_k^T d_{k-1}) psi_{k-1} - (beta_k + beta_{k+1}) |d_k|^2 psi_k + beta_{k+1} (d_k^T d_{k+1}) psi_{k+1}
+        = rho_k e_k - d_k^T (u_k - u_{k+1}),        u_i = beta_i F^e_i + a^w_i [guided].
+A rod between two guided points has a zero row, so a vanishing pivot: its tension is 0, as the seed's recursion
+gives it.
+
+The results are the recursion's to round-off (tests/test_lean.py). Derivatives of a rollout are the array form's
+(:func:`diffchain.batching.batch_form`); a chain with sliders, damping or drag takes the array form (a ``lax.cond``
+on the chain's values, so the choice is made at run time for the whole batch).
+"""
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from .model import Chain, Control, State
+
+LEAN_MAX = 16  # vmap-ed rollouts of chains up to this many points may take the lean form
+
+
+class Points(eqx.Module):
+    """A 2-vector per point as two tuples of per-point arrays (X_1..X_n), (Y_1..Y_n), with + and scalar *: what the
+    integrators need of positions, velocities and accelerations."""
+
+    X: tuple
+    Y: tuple
+
+    def __add__(self, other):
+        return jax.tree.map(jnp.add, self, other)
+
+    def __mul__(self, c):
+        return jax.tree.map(lambda a: c * a, self)
+
+    __rmul__ = __mul__
+
+    def stacked(self):
+        """The (..., n, 2) array of the points."""
+        return jnp.stack([jnp.stack(self.X, -1), jnp.stack(self.Y, -1)], -1)
+
+
+class PointState(eqx.Module):
+    """:class:`~diffchain.model.State` with positions and velocities as :class:`Points`."""
+
+    x: Points
+    v: Points
+    t: jax.Array
+
+
+def lean_accelerations(chain: Chain, X, Y, U, V, control, w):
+    """Point accelerations (lists a_x, a_y) of a chain without sliders, damping or drag, point by point (module
+    docstring): positions X, Y and velocities U, V as lists of per-point arrays, ``control`` None (no input) or the
+    lists (tau, F_x, F_y, a^w_x, a^w_y) of joint torques, user forces and guided accelerations; w = 1/T of the PD
+    drift correction (0: none). The chain's arrays may carry a leading batch axis."""
+    n = len(X)  # (chain.n counts a batch axis of the chain's arrays)
+    rods = range(n - 1)
+    pt = lambda a, i: a[..., i]  # noqa: E731  point i of a per-point array, batched or not
+    tol = 64 * jnp.finfo(jnp.result_type(X[0])).eps
+    m = [pt(chain.m, i) for i in range(n)]
+    free = [jnp.where(pt(chain.guided, i), 0.0, 1.0) for i in range(n)]
+    beta = [free[i] / m[i] for i in range(n)]
+    dx, dy = [X[k + 1] - X[k] for k in rods], [Y[k + 1] - Y[k] for k in rods]
+    du, dv = [U[k + 1] - U[k] for k in rods], [V[k + 1] - V[k] for k in rods]
+    sq = [dx[k] * dx[k] + dy[k] * dy[k] for k in rods]
+    pos = [sq[k] > 0 for k in rods]
+    inv_sq = [jnp.where(pos[k], 1.0, 0.0) / jnp.where(pos[k], sq[k], 1.0) for k in rods]  # 1 / rho_k^2
+    rho = [jnp.where(pos[k], jnp.sqrt(jnp.where(pos[k], sq[k], 1.0)), 0.0) for k in rods]
+    # rho_k e_k = |dv|^2 - (d.dv)^2 / rho^2 + (rho^2 - rho l) w^2 + 2 w d.dv  (constraints.rod_rhs times rho_k)
+    ddv = [dx[k] * du[k] + dy[k] * dv[k] for k in rods]
+    E = [du[k] * du[k] + dv[k] * dv[k] - ddv[k] * ddv[k] * inv_sq[k]
+         + (sq[k] - rho[k] * pt(chain.l, k)) * w * w + 2.0 * w * ddv[k] for k in rods]
+    F = [(0.0, -chain.g * m[i]) for i in range(n)]  # gravity (seed §4.1)
+    aw = [(0.0, 0.0)] * n
+    if control is not None:
+        tau, Fx, Fy, awx, awy = control
+        # joint torques as point forces (seed §4.2): rod k pushes point k by L_k dtau_k and point k+1 by -L_k dtau_k
+        dtau = [(tau[k + 1] - tau[k]) * inv_sq[k] for k in rods]
+        tx = [0.0] + [-dy[k] * dtau[k] for k in rods] + [0.0]
+        ty = [0.0] + [dx[k] * dtau[k] for k in rods] + [0.0]
+        F = [(tx[i + 1] - tx[i] + Fx[i], ty[i + 1] - ty[i] + F[i][1] + Fy[i]) for i in range(n)]
+        aw = [(jnp.where(pt(chain.guided, i), awx[i], 0.0), jnp.where(pt(chain.guided, i), awy[i], 0.0))
+              for i in range(n)]
+    u = [(beta[i] * F[i][0] + aw[i][0], beta[i] * F[i][1] + aw[i][1]) for i in range(n)]
+
+    def dot(k, j):
+        return dx[k] * dx[j] + dy[k] * dy[j]
+
+    c, z = [None] * (n - 1), [None] * (n - 1)
+    for k in reversed(rods):  # Thomas, eliminating from the terminal end
+        diag = -(beta[k] + beta[k + 1]) * sq[k]
+        sup = beta[k + 1] * dot(k, k + 1) if k < n - 2 else 0.0
+        rhs = E[k] - (dx[k] * (u[k][0] - u[k + 1][0]) + dy[k] * (u[k][1] - u[k + 1][1]))
+        den = diag - (sup * c[k + 1] if k < n - 2 else 0.0)
+        num = rhs - (sup * z[k + 1] if k < n - 2 else 0.0)
+        ok = -den > tol * (beta[k] + beta[k + 1]) * sq[k]
+        den = jnp.where(ok, den, 1.0)
+        sub = beta[k] * dot(k, k - 1) if k else 0.0
+        c[k] = jnp.where(ok, sub, 0.0) / den
+        z[k] = jnp.where(ok, num, 0.0) / den
+    psi = [0.0] * (n + 1)  # psi[k + 1] is rod k's; none before the first point or after the last
+    for k in rods:
+        psi[k + 1] = z[k] - (c[k] * psi[k] if k else 0.0)
+    d = [(0.0, 0.0)] + list(zip(dx, dy)) + [(0.0, 0.0)]
+    ax = [free[i] * (F[i][0] + d[i][0] * psi[i] - d[i + 1][0] * psi[i + 1]) / m[i] + aw[i][0] for i in range(n)]
+    ay = [free[i] * (F[i][1] + d[i][1] * psi[i] - d[i + 1][1] * psi[i + 1]) / m[i] + aw[i][1] for i in range(n)]
+    return ax, ay
+
+
+def applies(chain: Chain, controls, dt, n_steps, integrator) -> bool:
+    """Whether a ``vmap``-ed :func:`diffchain.rollout` may take the lean form, as far as trace time can tell: point
+    masses only, at most ``LEAN_MAX`` points, controls open-loop (``n_steps`` None or their length) or None
+    (``n_steps`` given), ``dt`` and the integrator known at trace time. The rest is decided at run time
+    (:func:`lean_chain`). (Otherwise the array form runs, and reports bad arguments.)"""
+    known = not any(isinstance(v, jax.core.Tracer) for v in jax.tree.leaves((dt, integrator)))
+    if controls is None:
+        steps_ok = n_steps is not None
+    else:
+        steps_ok = isinstance(controls, Control) and n_steps in (None, controls.tau.shape[0])
+    return not chain.has_links and chain.n <= LEAN_MAX and known and steps_ok
+
+
+def lean_chain(chain: Chain):
+    """Whether every chain of ``chain`` (a batch too) has no slider, no joint damping and no drag (a bool array)."""
+    return ~jnp.any(chain.slider_mask) & jnp.all(chain.k_omega == 0) & jnp.all(chain.k_v == 0)
+
+
+def lean_rollout(axis_size, in_batched, chain: Chain, state: State, controls, *, dt, n_steps, integrator):
+    """:func:`diffchain.rollout` of a batch of ``axis_size`` lean chains (:func:`lean_chain`), point by point:
+    ``chain``, ``state`` and ``controls`` (a :class:`~diffchain.model.Control` with a time axis, or None) carry a
+    leading batch axis where ``in_batched`` (their pytrees of bools) says so, as in a ``custom_vmap`` rule. Returns
+    (final state, trajectory), batch first, as the ``vmap`` of the array form does."""
+    n, (_, b_state, b_controls) = state.x.shape[-2], in_batched
+    batch = lambda v, b: v if b else jnp.broadcast_to(v, (axis_size,) + jnp.shape(v))  # noqa: E731
+    x, v = batch(state.x, b_state.x), batch(state.v, b_state.v)
+    init = PointState(Points(tuple(x[:, i, 0] for i in range(n)), tuple(x[:, i, 1] for i in range(n))),
+                      Points(tuple(v[:, i, 0] for i in range(n)), tuple(v[:, i, 1] for i in range(n))),
+                      batch(state.t, b_state.t))
+    if controls is None:
+        xs = None
+    else:  # per point, time first: (T, B) where batched, (T,) otherwise
+        tau, F, a_w = (jnp.moveaxis(u, 0, 1) if b else u
+                       for u, b in ((controls.tau, b_controls.tau), (controls.F, b_controls.F),
+                                    (controls.a_w, b_controls.a_w)))
+        xs = tuple(tuple(u[..., i] for i in range(n)) for u in (tau, F[..., 0], F[..., 1], a_w[..., 0], a_w[..., 1]))
+    stab = integrator.stab(dt)
+    w = 0.0 if stab is None else 1.0 / stab
+
+    def body(s, u):
+        def accel(p):
+            return Points(*map(tuple, lean_accelerations(chain, p.x.X, p.x.Y, p.v.X, p.v.Y, u, w)))
+
+        s = integrator(accel, s, dt)
+        return s, State(s.x.stacked(), s.v.stacked(), s.t)
+
+    final, traj = jax.lax.scan(body, init, xs, length=n_steps)
+    return State(final.x.stacked(), final.v.stacked(), final.t), jax.tree.map(lambda q: jnp.moveaxis(q, 0, 1), traj)
