@@ -23,6 +23,8 @@ out, on a toy sweep and on the library's batched rollout (README, "What limited 
    kernels (``rod_geometry``, ``rod_rhs``, ``point_forces``, ``slider_rhs``, ``projector``), against the library's
    batched rollout: left to XLA's fusion, and with each point's values materialised by a product with the identity;
    and the lambda-first form of the same step (rod tensions by the Thomas algorithm, as in section 4).
+Since ``diffchain.lean`` the library's ``vmap``-ed rollout of a pendulum is the lean form of section 4 made exact;
+sections 3-5 measure against the array form (the ``vmap`` of the one-chain program), and show the lean form too.
 """
 from __future__ import annotations
 
@@ -73,6 +75,33 @@ def toy_sweep(m, written_out):
     return sum(ys) * 0.2 + m * 0.5
 
 
+def array_form(T, dt):
+    """``jit`` of the ``vmap`` of the library's one-chain rollout (the array form, which ``diffchain.rollout`` runs
+    under ``vmap`` for chains that ``diffchain.lean`` does not take): final positions of a batch."""
+    from diffchain.integrate import _rollout
+
+    return jax.jit(lambda c, s: jax.vmap(
+        lambda si: _rollout(c, si, None, dt, T, dc.Recursive(), dc.SeedQuantum(), None)[0].x)(s))
+
+
+def lean_form(T, dt):
+    """``jit`` of the ``vmap`` of ``diffchain.rollout``: for a pendulum, the lean form (``diffchain.lean``)."""
+    return jax.jit(lambda c, s: jax.vmap(lambda si: dc.rollout(c, si, None, dt, n_steps=T)[0].x)(s))
+
+
+def compare(runs, chain, s0, B, T, base):
+    """Time the ``runs`` (jitted f(chain, states)) in turn, three rounds; print the rates against ``base``."""
+    outs = {k: f(chain, s0) for k, f in runs.items()}
+    rates = {k: [] for k in runs}
+    for _ in range(3):  # alternated: the machine's speed drifts
+        for k, f in runs.items():
+            rates[k].append(B * T / per_call(f, chain, s0, repeats=3))
+    for k in runs:
+        r = statistics.median(rates[k])
+        print(f"   {k:36s} {r:10.3g} copy-steps/s ({r / statistics.median(rates[base]):4.2f}x), "
+              f"max |x - x_base| = {float(jnp.max(jnp.abs(outs[k] - outs[base]))):.1e} m")
+
+
 def section_toy():
     print("1. toy sweep (6 points, 5 carries), float32, per chain and sweep")
     print(f"{'B':>6} {'scan':>10} {'written out':>12} {'ratio':>6}")
@@ -114,7 +143,7 @@ def section_library(B=4096, T=200):
                                 ("written out, left to fusion", written_out, 99)):
         recursive.abcd_sweeps_c, recursive.FUSED_MAX = sweeps, fused
         try:
-            f = jax.jit(lambda c, s: jax.vmap(lambda si: dc.rollout(c, si, None, 1e-3, n_steps=T)[0].x)(s))
+            f = array_form(T, 1e-3)
             out = f(chain, s0)
             t = per_call(f, chain, s0, repeats=5)
         finally:
@@ -183,21 +212,13 @@ def pointwise_rollout(m, l, g, x, v, T, dt, quotients=True):
 def section_pointwise(B=4096, T=200, dt=1e-3):
     chain, s0 = pendulum_batch(B)
     print(f"\n4. point by point: 5-link pendulum, float32, B = {B}, T = {T}, the chain a run-time argument")
-    lib = "library (vmap of rollout)"
-    runs = {lib: jax.jit(lambda c, s: jax.vmap(lambda si: dc.rollout(c, si, None, dt, n_steps=T)[0].x)(s))}
+    lib = "library, array form (vmap)"
+    runs = {lib: array_form(T, dt)}
     for q in (True, False):
         runs[f"point by point, {'quotients' if q else 'reciprocal pivots'}"] = jax.jit(
             lambda c, s, q=q: pointwise_rollout(c.m[1:], c.l, c.g, s.x, s.v, T, dt, quotients=q))
-    outs = {k: f(chain, s0) for k, f in runs.items()}
-    rates = {k: [] for k in runs}
-    for _ in range(3):  # alternated: the machine's speed drifts
-        for k, f in runs.items():
-            rates[k].append(B * T / per_call(f, chain, s0, repeats=3))
-    base = statistics.median(rates[lib])
-    for k in runs:
-        r = statistics.median(rates[k])
-        print(f"   {k:36s} {r:10.3g} copy-steps/s ({r / base:4.2f}x), "
-              f"max |x - x_library| = {float(jnp.max(jnp.abs(outs[k] - outs[lib]))):.1e} m")
+    runs["library, lean form (diffchain.lean)"] = lean_form(T, dt)
+    compare(runs, chain, s0, B, T, lib)
 
 
 def keep(*vals):
@@ -336,23 +357,15 @@ def section_library_pointwise(B=4096, T=200, dt=1e-3):
             lambda a: a.astype(jnp.float32) if jnp.issubdtype(a.dtype, jnp.floating) else a, chain)
         th = jnp.asarray(np.random.default_rng(0).uniform(-np.pi, np.pi, (B, n_links)), jnp.float32)
         s0 = jax.vmap(lambda t: dc.from_joint_angles(chain, t))(th)
-        lib = "library (vmap of rollout)"
-        runs = {lib: jax.jit(lambda c, s: jax.vmap(lambda si: dc.rollout(c, si, None, dt, n_steps=T)[0].x)(s))}
+        lib = "library, array form (vmap)"
+        runs = {lib: array_form(T, dt)}
         for mat in (False, True):
             runs[f"point by point, {'materialised' if mat else 'left to fusion'}"] = jax.jit(
                 lambda c, s, mat=mat: library_step_pointwise(c, s.x, s.v, T, dt, materialise=mat))
         runs["lambda-first, Thomas, quotients"] = jax.jit(lambda c, s: lambda_first_pointwise(c, s.x, s.v, T, dt))
-        outs = {k: f(chain, s0) for k, f in runs.items()}
-        rates = {k: [] for k in runs}
-        for _ in range(3):  # alternated: the machine's speed drifts
-            for k, f in runs.items():
-                rates[k].append(B * T / per_call(f, chain, s0, repeats=3))
-        base = statistics.median(rates[lib])
+        runs["library, lean form (diffchain.lean)"] = lean_form(T, dt)
         print(f"   {n_links}-link pendulum")
-        for k in runs:
-            r = statistics.median(rates[k])
-            print(f"   {k:36s} {r:10.3g} copy-steps/s ({r / base:4.2f}x), "
-                  f"max |x - x_library| = {float(jnp.max(jnp.abs(outs[k] - outs[lib]))):.1e} m")
+        compare(runs, chain, s0, B, T, lib)
 
 
 if __name__ == "__main__":
