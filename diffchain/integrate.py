@@ -93,7 +93,7 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
     recursive solver, reverse mode stores only each step's state and KKT solution
     (:func:`diffchain.recursive.kkt_solve`, :func:`diffchain.recursive.link_solve`) and recomputes the elementwise
     terms around it. Under ``vmap``, a rollout of point-mass chains without sliders, damping or drag (open-loop or no
-    controls) runs the batched program of :mod:`diffchain.lean` (the same results to round-off, ~4x faster on CPU);
+    controls) runs the batched program of :mod:`diffchain.lean` (the same results to round-off, 4-6x faster on CPU);
     derivatives are those of this one.
     """
     state = check_state(chain, state) if check else state

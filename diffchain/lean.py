@@ -28,8 +28,8 @@ The results are the recursion's to round-off (tests/test_lean.py) -- except near
 run between two guided points), where any two exact solvers drift apart and this one drifts further than the KKT form
 (a whipping 9-point chain, 700 m/s after 40 steps: 4e-7 m from the recursion, the KKT form 2e-8 m; the Thomas
 algorithm does not pivot). Measured on the 5-link pendulum (float32, 4096 copies, one core, the chain a ``jit``
-argument): 3.7x the ``vmap`` of the array form with open-loop controls, 4.6x without input
-(``experiments/bench.py --only throughput``: ~85x MJX). Derivatives of a rollout are the array form's
+argument): 6.5x the ``vmap`` of the array form (4-6.6x from 2 to 15 links, 256 or 4096 copies;
+``experiments/bench.py --only throughput``: 120-129x MJX). Derivatives of a rollout are the array form's
 (:func:`diffchain.batching.batch_form`); a chain with sliders, damping or drag takes the array form (a ``lax.cond``
 on the chain's values, so the choice is made at run time for the whole batch).
 """
