@@ -60,6 +60,21 @@ def test_lean_rollout_is_the_recursion(n, integrator):
     assert_same_rollout(got, want)
 
 
+def test_vmap_of_a_rollout_runs_the_lean_program_only_for_lean_chains(monkeypatch):
+    calls = []
+    real = lean.lean_rollout
+    monkeypatch.setattr(lean, "lean_rollout", lambda *a, **k: calls.append(1) or real(*a, **k))
+    chains, states, u = batch(3, range(2))
+    jax.make_jaxpr(jax.vmap(lambda c, s, u: dc.rollout(c, s, u, DT)))(chains, states, u)
+    assert calls == [1]
+    policy = lambda s: dc.Control(n=3)  # noqa: E731  a policy, links or more than LEAN_MAX points: the array form
+    jax.make_jaxpr(jax.vmap(lambda c, s: dc.rollout(c, s, policy, DT, n_steps=T)))(chains, states)
+    big = dc.pendulum(lean.LEAN_MAX)
+    big_states = jax.vmap(lambda th: dc.from_joint_angles(big, th))(jnp.zeros((2, lean.LEAN_MAX)))
+    jax.make_jaxpr(jax.vmap(lambda s: dc.rollout(big, s, None, DT, n_steps=T)))(big_states)
+    assert calls == [1]
+
+
 def test_lean_rollout_with_a_shared_chain_and_no_input():
     chains, states, _ = batch(5, range(4))
     chain = jax.tree.map(lambda a: a[0], chains)
@@ -106,3 +121,10 @@ def test_derivatives_of_a_lean_rollout_are_the_array_forms():
     _, t = jax.jvp(lambda tau: loss(tau, fast), (u.tau,), (jnp.ones_like(u.tau),))
     _, t_ref = jax.jvp(lambda tau: loss(tau, array_form), (u.tau,), (jnp.ones_like(u.tau),))
     np.testing.assert_allclose(t, t_ref, rtol=1e-10)
+
+    def one(tau, roll, c, s):  # vmap of grad: per-chain gradients
+        final, _ = roll(c, s, dc.Control(tau=tau))
+        return jnp.sum(final.x[..., 1])
+
+    per_chain = [jax.vmap(jax.grad(one), in_axes=(0, None, 0, 0))(u.tau, r, chains, states) for r in (fast, array_form)]
+    np.testing.assert_allclose(*per_chain, rtol=1e-10, atol=1e-12)
