@@ -7,7 +7,7 @@ mechanics as the recursion of seed 000, in the form that XLA CPU runs fastest on
 
 * the state is carried point-major, (n, B) arrays whose rows are the points: every term is written out point by
   point on rows, and the accelerations are stacked back so that the state is updated in a few large kernels (as
-  4n separate (B,) buffers, one small kernel each: 4.6e7 against 8.1e7 copy-steps/s below);
+  4n separate (B,) buffers each was one small kernel: 4.6e7 against 7.8e7 copy-steps/s on the pendulum below);
 * the rod tensions solve the tridiagonal system J M^-1 J^T psi = rhs by the Thomas algorithm -- one scalar carried
   from rod to rod where the seed's recursion carries A_i and b_i -- eliminated from the terminal end as the seed's
   backward sweep is (§3), with the seed's rule for a vanishing pivot: that rod's tension is 0 (§6.1);
