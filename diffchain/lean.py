@@ -1,7 +1,9 @@
 """Batched rollouts of plain point-mass chains, written point by point in the lambda-first form (seeds 001–004).
 
 Under ``vmap``, :func:`diffchain.rollout` of a chain of point masses whose points are free or guided -- no slider, no
-joint damping, no drag -- runs this program instead of the ``vmap`` of the one-chain program. It is the same
+joint damping, no drag -- runs this program instead of the ``vmap`` of the one-chain program, with open-loop
+controls, none, or a policy (its closed-over values made explicit inputs, so that they may be batched and
+differentiated). It is the same
 mechanics as the recursion of seed 000, in the form that XLA CPU runs fastest on a batch
 (``experiments/xla_cpu_loops.py``, sections 4 and 5):
 
@@ -133,11 +135,11 @@ def lean_accelerations(chain: Chain, X, Y, U, V, control, w):
 
 def applies(chain: Chain, controls, dt, n_steps, integrator) -> bool:
     """Whether a ``vmap``-ed :func:`diffchain.rollout` may take the lean form, as far as trace time can tell: point
-    masses only, at most ``LEAN_MAX`` points, controls open-loop (``n_steps`` None or their length) or None
+    masses only, at most ``LEAN_MAX`` points, controls open-loop (``n_steps`` None or their length), a policy or None
     (``n_steps`` given), ``dt`` and the integrator known at trace time. The rest is decided at run time
     (:func:`lean_chain`). (Otherwise the array form runs, and reports bad arguments.)"""
     known = not any(isinstance(v, jax.core.Tracer) for v in jax.tree.leaves((dt, integrator)))
-    if controls is None:
+    if controls is None or (callable(controls) and not isinstance(controls, Control)):
         steps_ok = n_steps is not None
     else:
         steps_ok = isinstance(controls, Control) and n_steps in (None, controls.tau.shape[0])
@@ -149,16 +151,19 @@ def lean_chain(chain: Chain):
     return ~jnp.any(chain.slider_mask) & jnp.all(chain.k_omega == 0) & jnp.all(chain.k_v == 0)
 
 
-def lean_rollout(axis_size, in_batched, chain: Chain, state: State, controls, *, dt, n_steps, integrator):
+def lean_rollout(axis_size, in_batched, chain: Chain, state: State, controls, *, dt, n_steps, integrator,
+                 policy=None):
     """:func:`diffchain.rollout` of a batch of ``axis_size`` lean chains (:func:`lean_chain`), point by point:
     ``chain``, ``state`` and ``controls`` (a :class:`~diffchain.model.Control` with a time axis, or None) carry a
-    leading batch axis where ``in_batched`` (their pytrees of bools) says so, as in a ``custom_vmap`` rule. Returns
-    (final state, trajectory), batch first, as the ``vmap`` of the array form does."""
+    leading batch axis where ``in_batched`` (their pytrees of bools) says so, as in a ``custom_vmap`` rule. With a
+    ``policy(controls, state) -> Control`` (one chain's), ``controls`` are its explicit arguments instead, and the
+    policy acts on each chain's state at the start of every step. Returns (final state, trajectory), batch first, as
+    the ``vmap`` of the array form does."""
     n, (_, b_state, b_controls) = state.x.shape[-2], in_batched
     batch = lambda v, b: v if b else jnp.broadcast_to(v, (axis_size,) + jnp.shape(v))  # noqa: E731
     x, v = batch(state.x, b_state.x), batch(state.v, b_state.v)
     init = PointState(Points(x[..., 0].T, x[..., 1].T), Points(v[..., 0].T, v[..., 1].T), batch(state.t, b_state.t))
-    if controls is None:
+    if controls is None or policy is not None:
         xs = None
     else:  # per point, time first: (T, B) where batched, (T,) otherwise
         tau, F, a_w = (jnp.moveaxis(u, 0, 1) if b else u
@@ -169,6 +174,11 @@ def lean_rollout(axis_size, in_batched, chain: Chain, state: State, controls, *,
     w = 0.0 if stab is None else 1.0 / stab
 
     def body(s, u):
+        if policy is not None:  # the policy of each chain, then the inputs by point: (n, B) arrays
+            axes = [0 if b else None for b in b_controls]
+            c = jax.vmap(policy, in_axes=(axes, 0))(controls, State(s.x.stacked(), s.v.stacked(), s.t))
+            u = (c.tau.T, c.F[..., 0].T, c.F[..., 1].T, c.a_w[..., 0].T, c.a_w[..., 1].T)
+
         def accel(p):
             return Points(*map(jnp.stack, lean_accelerations(chain, p.x.X, p.x.Y, p.v.X, p.v.Y, u, w)))
 

@@ -66,13 +66,14 @@ def test_vmap_of_a_rollout_runs_the_lean_program_only_for_lean_chains(monkeypatc
     monkeypatch.setattr(lean, "lean_rollout", lambda *a, **k: calls.append(1) or real(*a, **k))
     chains, states, u = batch(3, range(2))
     jax.make_jaxpr(jax.vmap(lambda c, s, u: dc.rollout(c, s, u, DT)))(chains, states, u)
-    assert calls == [1]
-    policy = lambda s: dc.Control(n=3)  # noqa: E731  a policy, links or more than LEAN_MAX points: the array form
+    policy = lambda s: dc.Control(n=3)  # noqa: E731
     jax.make_jaxpr(jax.vmap(lambda c, s: dc.rollout(c, s, policy, DT, n_steps=T)))(chains, states)
-    big = dc.pendulum(lean.LEAN_MAX)
+    assert calls == [1, 1]
+    big = dc.pendulum(lean.LEAN_MAX)  # more than LEAN_MAX points, or the KKT solver: the array form
     big_states = jax.vmap(lambda th: dc.from_joint_angles(big, th))(jnp.zeros((2, lean.LEAN_MAX)))
     jax.make_jaxpr(jax.vmap(lambda s: dc.rollout(big, s, None, DT, n_steps=T)))(big_states)
-    assert calls == [1]
+    jax.make_jaxpr(jax.vmap(lambda c, s, u: dc.rollout(c, s, u, DT, solver=dc.KKT())))(chains, states, u)
+    assert calls == [1, 1]
 
 
 def test_lean_rollout_with_a_shared_chain_and_no_input():
@@ -105,6 +106,39 @@ def test_chains_with_sliders_damping_or_drag_take_the_array_form():
         want = jax.vmap(lambda c, s, u: array_form(c, s, u))(other, states_, u)
         for p, q in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
             np.testing.assert_array_equal(p, q)  # the whole batch ran the array form
+
+
+def feedback(K, c0):
+    """A policy closed over its gains: joint torques -K (theta, omega) of each joint, plus c0 on the first."""
+    def policy(s):
+        d = s.x[1:] - s.x[:-1]
+        w = (d[:, 0] * (s.v[1:, 1] - s.v[:-1, 1]) - d[:, 1] * (s.v[1:, 0] - s.v[:-1, 0])) / jnp.sum(d * d, -1)
+        tau = -K[0] * jnp.arctan2(d[:, 1], d[:, 0]) - K[1] * w
+        return dc.Control(tau=jnp.concatenate([tau, jnp.zeros(1)]).at[0].add(c0))
+    return policy
+
+
+@pytest.mark.parametrize("integrator", INTEGRATORS, ids=lambda i: type(i).__name__)
+def test_lean_rollout_with_a_policy_is_the_recursion(integrator):
+    chains, states, _ = batch(5, range(5))
+    K, c0 = jnp.asarray([2.0, 0.5]), jnp.linspace(-1.0, 1.0, 5)  # gains shared, offsets per chain
+
+    def roll(form):
+        return jax.jit(jax.vmap(lambda c, s, c0: form(c, s, feedback(K, c0)), in_axes=(0, 0, 0)))(chains, states, c0)
+
+    got = roll(lambda c, s, p: dc.rollout(c, s, p, DT, n_steps=T, integrator=integrator))
+    assert_same_rollout(got, roll(lambda c, s, p: array_form(c, s, p, integrator, n_steps=T)))
+
+    def loss(K, form):  # gradients with respect to the policy's closed-over gains, in both orders
+        final, _ = jax.vmap(lambda c, s, c0: form(c, s, feedback(K, c0)))(chains, states, c0)
+        return jnp.sum(final.x[..., 1])
+
+    fast = lambda c, s, p: dc.rollout(c, s, p, DT, n_steps=T, integrator=integrator)  # noqa: E731
+    slow = lambda c, s, p: array_form(c, s, p, integrator, n_steps=T)  # noqa: E731
+    np.testing.assert_allclose(jax.grad(loss)(K, fast), jax.grad(loss)(K, slow), rtol=1e-10)
+    per_chain = [jax.vmap(jax.grad(lambda K, c, s, c0: jnp.sum(f(c, s, feedback(K, c0))[0].x)), (None, 0, 0, 0))(
+        K, chains, states, c0) for f in (fast, slow)]
+    np.testing.assert_allclose(*per_chain, rtol=1e-10)
 
 
 def test_derivatives_of_a_lean_rollout_are_the_array_forms():
