@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 
 from . import systems
-from .integrate import RK4, Integrator, step as chain_step
+from .integrate import RK4, Integrator, rollout
 from .model import Chain, State
 
 
@@ -88,8 +88,8 @@ class ChainEnv(eqx.Module):
         action = jnp.clip(jnp.asarray(action, self.low.dtype).reshape(self.low.shape), self.low, self.high)
         u = self.to_control(*self.to_q(state.sim), action if self.action_size > 1 else action[0])
         h = self.dt / self.substeps
-        sim, _ = jax.lax.scan(lambda s, _: (chain_step(self.chain, s, u, h, integrator=self.integrator), None), state.sim,
-                              length=self.substeps)
+        sim, _ = rollout(self.chain, state.sim, lambda s: u, h, n_steps=self.substeps, integrator=self.integrator,
+                         check=False)  # the input held over the substeps
         q, qd = self.to_q(sim)
         steps = state.steps + 1
         done = self.failed(q, qd) | (steps >= self.max_steps)

@@ -27,6 +27,20 @@ def test_random_action_batches_run_jitted():
         assert int(state.steps[0]) == 5
 
 
+def test_a_batched_step_is_each_environments_step():
+    # under vmap a plain point-mass chain (the pendulum, the weightlifting arm) steps by diffchain.lean, the others
+    # by the vmap of the one-chain program: either way each environment's own step, to round-off
+    for name, cls in TASKS.items():
+        env = cls()
+        state, _ = jax.vmap(env.reset)(jax.random.split(jax.random.PRNGKey(2), 8))
+        action = jax.random.uniform(jax.random.PRNGKey(3), (8, env.action_size), minval=env.low, maxval=env.high)
+        batched = jax.jit(jax.vmap(env.step))(state, action)
+        for i in (0, 5):
+            one = jax.jit(lambda s, a: env.step(s, a))(jax.tree.map(lambda a: a[i], state), action[i])
+            for b, o in zip(jax.tree.leaves(batched), jax.tree.leaves(one)):
+                np.testing.assert_allclose(b[i], o, rtol=1e-5, atol=1e-5, err_msg=name)
+
+
 def _lqr_gain(A, B, Q, R, dt, iters=5000):
     """Discrete-time LQR on the Euler discretisation of x' = A x + B u (Riccati iteration, numpy)."""
     Ad, Bd = np.eye(len(A)) + dt * A, dt * B
