@@ -90,10 +90,9 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
     ``controls`` is a :class:`Control` whose leaves have a leading time axis (open loop), a policy
     ``policy(state) -> Control`` (closed loop), or None (no input); give ``n_steps`` for the last two.
     ``checkpoint=k`` recomputes the forward pass in segments of k steps during reverse-mode differentiation (memory
-    O(T/k + k) instead of O(T)). With the
-    recursive solver, reverse mode stores only each step's state and KKT solution
-    (:func:`diffchain.recursive.kkt_solve`, :func:`diffchain.recursive.link_solve`) and recomputes the elementwise
-    terms around it. Under ``vmap``, a rollout of point-mass chains without sliders, damping or drag runs the batched
+    O(T/k + k) instead of O(T)). With the recursive solver, reverse mode stores only each step's state and KKT
+    solution (:func:`diffchain.recursive.kkt_solve`, :func:`diffchain.recursive.link_solve`) and recomputes the
+    elementwise terms around it. Under ``vmap``, a rollout of point-mass chains without sliders, damping or drag runs the batched
     program of :mod:`diffchain.lean` (the same results to round-off, 4-6x faster on CPU); derivatives are those of
     this one.
     """
@@ -104,19 +103,21 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
 
     if not (isinstance(solver, Recursive) and lean.applies(chain, controls, dt, n_steps, integrator)):
         return plain(chain, state, controls)
-    policy, inputs = None, controls
+    policy, inputs, run = None, controls, plain
     if callable(controls) and not isinstance(controls, Control):  # its closed-over values as explicit inputs
         policy, inputs = _explicit(controls, state)
-        plain = functools.partial(lambda p, chain, state, consts: p(chain, state, lambda s: policy(consts, s)), plain)
+
+        def run(chain, state, consts):
+            return plain(chain, state, lambda s: policy(consts, s))
 
     def batched(axis_size, in_batched, chain, state, inputs):  # under vmap: the lean form where it applies
-        general = jax.vmap(plain, in_axes=jax.tree.map(lambda b: 0 if b else None, tuple(in_batched)),
+        general = jax.vmap(run, in_axes=jax.tree.map(lambda b: 0 if b else None, tuple(in_batched)),
                            axis_size=axis_size)
         fast = functools.partial(lean.lean_rollout, axis_size, in_batched, dt=dt, n_steps=n_steps,
                                  integrator=integrator, policy=policy)
         return jax.lax.cond(jnp.all(lean.lean_chain(chain)), fast, general, chain, state, inputs)
 
-    return batch_form(plain, batched, plain)(chain, state, inputs)
+    return batch_form(run, batched, run)(chain, state, inputs)
 
 
 def _rollout(chain, state, controls, dt, n_steps, solver, integrator, checkpoint):
