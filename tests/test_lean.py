@@ -91,6 +91,17 @@ def test_lean_rollout_with_a_shared_chain_and_no_input():
     assert_same_rollout(got, jax.vmap(lambda u: array_form(chain, state, u))(u))
 
 
+def test_nested_vmap_and_no_drift_correction():
+    chains, states, u = batch(4, range(6))
+    pair = lambda t: jax.tree.map(lambda a: a.reshape((2, 3) + a.shape[1:]), t)  # noqa: E731  a 2 x 3 batch
+    flat = lambda t: jax.tree.map(lambda a: a.reshape((6,) + a.shape[2:]), t)  # noqa: E731
+    integrator = dc.SeedQuantum(stab_factor=None)
+    got = jax.jit(jax.vmap(jax.vmap(lambda c, s, u: dc.rollout(c, s, u, DT, integrator=integrator))))(
+        pair(chains), pair(states), pair(u))
+    want = jax.jit(jax.vmap(lambda c, s, u: array_form(c, s, u, integrator)))(chains, states, u)
+    assert_same_rollout(flat(got), want)
+
+
 def test_chains_with_sliders_damping_or_drag_take_the_array_form():
     chains, states, u = batch(4, range(3))
     for field, value in (("slider", True), ("k_omega", 0.3), ("k_v", 0.1)):
