@@ -31,7 +31,7 @@ run between two guided points), where any two exact solvers drift apart and this
 (a whipping 9-point chain, 700 m/s after 40 steps: 4e-7 m from the recursion, the KKT form 2e-8 m; the Thomas
 algorithm does not pivot). Measured on the 5-link pendulum (float32, 4096 copies, one core, the chain a ``jit``
 argument): 6.5x the ``vmap`` of the array form (4-6.6x from 2 to 15 links, 256 or 4096 copies;
-``experiments/bench.py --only throughput``: 120-129x MJX). Derivatives of a rollout are the array form's
+``experiments/bench.py``: 113-129x MJX). Derivatives of a rollout are the array form's
 (:func:`diffchain.batching.batch_form`); a chain with sliders, damping or drag takes the array form (a ``lax.cond``
 on the chain's values, so the choice is made at run time for the whole batch).
 """
