@@ -92,7 +92,7 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
     ``checkpoint=k`` recomputes the forward pass in segments of k steps during reverse-mode differentiation (memory
     O(T/k + k) instead of O(T)). With the recursive solver, reverse mode stores only each step's state and KKT
     solution (:func:`diffchain.recursive.kkt_solve`, :func:`diffchain.recursive.link_solve`) and recomputes the
-    elementwise terms around it. Under ``vmap``, a rollout of point-mass chains without sliders, damping or drag runs the batched
+    elementwise terms around it. Under ``vmap``, a rollout of point-mass chains without damping or drag runs the batched
     program of :mod:`diffchain.lean` (the same results to round-off, 4-6x faster on CPU); derivatives are those of
     this one.
     """
@@ -113,9 +113,9 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
     def batched(axis_size, in_batched, chain, state, inputs):  # under vmap: the lean form where it applies
         general = jax.vmap(run, in_axes=jax.tree.map(lambda b: 0 if b else None, tuple(in_batched)),
                            axis_size=axis_size)
-        fast = functools.partial(lean.lean_rollout, axis_size, in_batched, dt=dt, n_steps=n_steps,
-                                 integrator=integrator, policy=policy)
-        return jax.lax.cond(jnp.all(lean.lean_chain(chain)), fast, general, chain, state, inputs)
+        fast = [functools.partial(lean.lean_rollout, axis_size, in_batched, dt=dt, n_steps=n_steps,
+                                  integrator=integrator, policy=policy, sliders=sliders) for sliders in (False, True)]
+        return jax.lax.switch(lean.lean_kind(chain), fast + [general], chain, state, inputs)
 
     return batch_form(run, batched, run)(chain, state, inputs)
 

@@ -1,6 +1,6 @@
 """Batched rollouts of plain point-mass chains, written point by point in the lambda-first form (seeds 001–004).
 
-Under ``vmap``, :func:`diffchain.rollout` of a chain of point masses whose points are free or guided -- no slider, no
+Under ``vmap``, :func:`diffchain.rollout` of a chain of point masses whose points are free, guided or on a line -- no
 joint damping, no drag -- runs this program instead of the ``vmap`` of the one-chain program, with open-loop
 controls, none, or a policy (its closed-over values made explicit inputs, so that they may be batched and
 differentiated). It is the same
@@ -19,12 +19,13 @@ mechanics as the recursion of seed 000, in the form that XLA CPU runs fastest on
   and not the unit directions r_k = d_k / rho_k: d_k^T (a_k - a_{k+1}) = rho_k e_k (e_k of
   :func:`~diffchain.constraints.rod_terms_c`). The force of rod k on point k+1 is d_k psi_k, psi_k = phi_k / rho_k.
 
-With beta_i = 1/m_i at a free point and 0 at a guided one, a_i = beta_i G_i + a^w_i [guided],
-G_i = F^e_i + d_{i-1} psi_{i-1} - d_i psi_i, and rod k's row reads
-    beta_k (d_k^T d_{k-1}) psi_{k-1} - (beta_k + beta_{k+1}) |d_k|^2 psi_k + beta_{k+1} (d_k^T d_{k+1}) psi_{k+1}
-        = rho_k e_k - d_k^T (u_k - u_{k+1}),        u_i = beta_i F^e_i + a^w_i [guided].
+With the point constraints as a_i = P_i a + a0_i (P = I free, 0 guided, I - s s^T on a line; a0 = a^w guided, s beta
+on a line: :func:`~diffchain.constraints.projector`), a_i = P_i G_i / m_i + a0_i with
+G_i = F^e_i + d_{i-1} psi_{i-1} - d_i psi_i, and rod k's row reads (<k, j>_i = d_k^T P_i d_j / m_i)
+    <k, k-1>_k psi_{k-1} - (<k, k>_k + <k, k>_{k+1}) psi_k + <k, k+1>_{k+1} psi_{k+1}
+        = rho_k e_k - d_k^T (u_k - u_{k+1}),        u_i = P_i F^e_i / m_i + a0_i.
 A rod between two guided points has a zero row, so a vanishing pivot: its tension is 0, as the seed's recursion
-gives it.
+gives it. Without sliders P_i / m_i = beta_i I, beta_i = 1/m_i free and 0 guided.
 
 The results are the recursion's to round-off (tests/test_lean.py) -- except near a singular pose (a stretched or folded
 run between two guided points), where any two exact solvers drift apart and this one drifts further than the KKT form
@@ -32,8 +33,9 @@ run between two guided points), where any two exact solvers drift apart and this
 algorithm does not pivot). Measured on the 5-link pendulum (float32, 4096 copies, one core, the chain a ``jit``
 argument): 6.5x the ``vmap`` of the array form (4-6.6x from 2 to 15 links, 256 or 4096 copies;
 ``experiments/bench.py``: 113-129x MJX). Derivatives of a rollout are the array form's
-(:func:`diffchain.batching.batch_form`); a chain with sliders, damping or drag takes the array form (a ``lax.cond``
-on the chain's values, so the choice is made at run time for the whole batch).
+(:func:`diffchain.batching.batch_form`); a chain with damping or drag takes the array form, and the slider terms are
+compiled in only where a chain has a slider (a ``lax.switch`` on the chains' values, :func:`lean_kind`: the choice is
+made at run time, for the whole batch).
 """
 from __future__ import annotations
 
@@ -41,6 +43,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from .constraints import slider_rhs
 from .model import Chain, Control, State
 
 LEAN_MAX = 16  # vmap-ed rollouts of chains up to this many points may take the lean form
@@ -74,11 +77,13 @@ class PointState(eqx.Module):
     t: jax.Array
 
 
-def lean_accelerations(chain: Chain, X, Y, U, V, control, w):
-    """Point accelerations (lists a_x, a_y) of a chain without sliders, damping or drag, point by point (module
-    docstring): positions X, Y and velocities U, V indexed by point (lists, or point-major arrays), ``control`` None
-    (no input) or the lists (tau, F_x, F_y, a^w_x, a^w_y) of joint torques, user forces and guided accelerations;
-    w = 1/T of the PD drift correction (0: none). The chain's arrays may carry a leading batch axis."""
+def lean_accelerations(chain: Chain, X, Y, U, V, control, w, sliders=False):
+    """Point accelerations (lists a_x, a_y) of a chain without damping or drag, point by point (module docstring):
+    positions X, Y and velocities U, V indexed by point (lists, or point-major arrays), ``control`` None (no input) or
+    the lists (tau, F_x, F_y, a^w_x, a^w_y) of joint torques, user forces and guided accelerations; w = 1/T of the PD
+    drift correction (0: none). Without ``sliders`` the chain must have none (P_i = beta_i m_i I); with them a point
+    on a line has P_i = I - s_i s_i^T and a0_i = s_i beta (the slider's PD right-hand side, seed §6.3). The chain's
+    arrays may carry a leading batch axis."""
     n = len(X)  # (chain.n counts a batch axis of the chain's arrays)
     rods = range(n - 1)
     pt = lambda a, i: a[..., i]  # noqa: E731  point i of a per-point array, batched or not
@@ -107,37 +112,58 @@ def lean_accelerations(chain: Chain, X, Y, U, V, control, w):
         F = [(tx[i + 1] - tx[i] + Fx[i], ty[i + 1] - ty[i] + F[i][1] + Fy[i]) for i in range(n)]
         aw = [(jnp.where(pt(chain.guided, i), awx[i], 0.0), jnp.where(pt(chain.guided, i), awy[i], 0.0))
               for i in range(n)]
-    u = [(beta[i] * F[i][0] + aw[i][0], beta[i] * F[i][1] + aw[i][1]) for i in range(n)]
+    if sliders:  # P_i by components (0 at a guided point), and a0_i = s_i beta_i on a line
+        sl = [pt(chain.slider_mask, i) for i in range(n)]
+        s = [(chain.s[..., i, 0], chain.s[..., i, 1]) for i in range(n)]
+        P = [(free[i] * jnp.where(sl[i], 1.0 - s[i][0] ** 2, 1.0), free[i] * jnp.where(sl[i], -s[i][0] * s[i][1], 0.0),
+              free[i] * jnp.where(sl[i], 1.0 - s[i][1] ** 2, 1.0)) for i in range(n)]
+        b = [jnp.where(sl[i], slider_rhs(*s[i], pt(chain.c, i), X[i], Y[i], U[i], V[i], w), 0.0) for i in range(n)]
+        aw = [(aw[i][0] + s[i][0] * b[i], aw[i][1] + s[i][1] * b[i]) for i in range(n)]
 
-    def dot(k, j):
-        return dx[k] * dx[j] + dy[k] * dy[j]
+    def project(i, fx, fy, m_i=1.0):  # P_i f (/ m_i)
+        if sliders:
+            return (P[i][0] * fx + P[i][1] * fy) / m_i, (P[i][1] * fx + P[i][2] * fy) / m_i
+        return free[i] * fx / m_i, free[i] * fy / m_i
+
+    def dot(i, k, j):  # d_k^T P_i d_j / m_i
+        if sliders:
+            px, py = project(i, dx[j], dy[j])
+            return (dx[k] * px + dy[k] * py) / m[i]
+        return beta[i] * (sq[k] if k == j else dx[k] * dx[j] + dy[k] * dy[j])
+
+    def weighted(i, fx, fy):  # P_i f / m_i (without sliders a product with beta_i: measured faster)
+        return project(i, fx, fy, m[i]) if sliders else (beta[i] * fx, beta[i] * fy)
+
+    u = [tuple(p + a for p, a in zip(weighted(i, *F[i]), aw[i])) for i in range(n)]
 
     c, z = [None] * (n - 1), [None] * (n - 1)
     for k in reversed(rods):  # Thomas, eliminating from the terminal end
-        diag = -(beta[k] + beta[k + 1]) * sq[k]
-        sup = beta[k + 1] * dot(k, k + 1) if k < n - 2 else 0.0
+        scale = dot(k, k, k) + dot(k + 1, k, k)
+        diag = -scale
+        sup = dot(k + 1, k, k + 1) if k < n - 2 else 0.0
         rhs = E[k] - (dx[k] * (u[k][0] - u[k + 1][0]) + dy[k] * (u[k][1] - u[k + 1][1]))
         den = diag - (sup * c[k + 1] if k < n - 2 else 0.0)
         num = rhs - (sup * z[k + 1] if k < n - 2 else 0.0)
-        ok = -den > tol * (beta[k] + beta[k + 1]) * sq[k]
+        ok = -den > tol * scale
         den = jnp.where(ok, den, 1.0)
-        sub = beta[k] * dot(k, k - 1) if k else 0.0
+        sub = dot(k, k, k - 1) if k else 0.0
         c[k] = jnp.where(ok, sub, 0.0) / den
         z[k] = jnp.where(ok, num, 0.0) / den
     psi = [0.0] * (n + 1)  # psi[k + 1] is rod k's; none before the first point or after the last
     for k in rods:
         psi[k + 1] = z[k] - (c[k] * psi[k] if k else 0.0)
     d = [(0.0, 0.0)] + list(zip(dx, dy)) + [(0.0, 0.0)]
-    ax = [free[i] * (F[i][0] + d[i][0] * psi[i] - d[i + 1][0] * psi[i + 1]) / m[i] + aw[i][0] for i in range(n)]
-    ay = [free[i] * (F[i][1] + d[i][1] * psi[i] - d[i + 1][1] * psi[i + 1]) / m[i] + aw[i][1] for i in range(n)]
-    return ax, ay
+    G = [(F[i][0] + d[i][0] * psi[i] - d[i + 1][0] * psi[i + 1], F[i][1] + d[i][1] * psi[i] - d[i + 1][1] * psi[i + 1])
+         for i in range(n)]
+    a = [project(i, *G[i], m[i]) for i in range(n)]
+    return [a[i][0] + aw[i][0] for i in range(n)], [a[i][1] + aw[i][1] for i in range(n)]
 
 
 def applies(chain: Chain, controls, dt, n_steps, integrator) -> bool:
     """Whether a ``vmap``-ed :func:`diffchain.rollout` may take the lean form, as far as trace time can tell: point
     masses only, at most ``LEAN_MAX`` points, controls open-loop (``n_steps`` None or their length), a policy or None
     (``n_steps`` given), ``dt`` and the integrator known at trace time. The rest is decided at run time
-    (:func:`lean_chain`). (Otherwise the array form runs, and reports bad arguments.)"""
+    (:func:`lean_kind`). (Otherwise the array form runs, and reports bad arguments.)"""
     known = not any(isinstance(v, jax.core.Tracer) for v in jax.tree.leaves((dt, integrator)))
     if controls is None or (callable(controls) and not isinstance(controls, Control)):
         steps_ok = n_steps is not None
@@ -146,19 +172,21 @@ def applies(chain: Chain, controls, dt, n_steps, integrator) -> bool:
     return not chain.has_links and chain.n <= LEAN_MAX and known and steps_ok
 
 
-def lean_chain(chain: Chain):
-    """Whether every chain of ``chain`` (a batch too) has no slider, no joint damping and no drag (a bool array)."""
-    return ~jnp.any(chain.slider_mask) & jnp.all(chain.k_omega == 0) & jnp.all(chain.k_v == 0)
+def lean_kind(chain: Chain):
+    """Which program a batch of chains (``chain``'s arrays may carry a batch axis) takes under ``vmap``: 0 the lean form
+    (no slider, damping or drag in any of them), 1 the lean form with sliders, 2 the array form (damping or drag)."""
+    friction = jnp.any(chain.k_omega != 0) | jnp.any(chain.k_v != 0)
+    return jnp.where(friction, 2, jnp.where(jnp.any(chain.slider_mask), 1, 0))
 
 
 def lean_rollout(axis_size, in_batched, chain: Chain, state: State, controls, *, dt, n_steps, integrator,
-                 policy=None):
+                 policy=None, sliders=False):
     """:func:`diffchain.rollout` of a batch of ``axis_size`` lean chains (:func:`lean_chain`), point by point:
     ``chain``, ``state`` and ``controls`` (a :class:`~diffchain.model.Control` with a time axis, or None) carry a
     leading batch axis where ``in_batched`` (their pytrees of bools) says so, as in a ``custom_vmap`` rule. With a
     ``policy(controls, state) -> Control`` (one chain's), ``controls`` are its explicit arguments instead, and the
     policy acts on each chain's state at the start of every step. Returns (final state, trajectory), batch first, as
-    the ``vmap`` of the array form does."""
+    the ``vmap`` of the array form does. ``sliders``: as in :func:`lean_accelerations`."""
     n, (_, b_state, b_controls) = state.x.shape[-2], in_batched
     batch = lambda v, b: v if b else jnp.broadcast_to(v, (axis_size,) + jnp.shape(v))  # noqa: E731
     x, v = batch(state.x, b_state.x), batch(state.v, b_state.v)
@@ -180,7 +208,7 @@ def lean_rollout(axis_size, in_batched, chain: Chain, state: State, controls, *,
             u = (c.tau.T, c.F[..., 0].T, c.F[..., 1].T, c.a_w[..., 0].T, c.a_w[..., 1].T)
 
         def accel(p):
-            return Points(*map(jnp.stack, lean_accelerations(chain, p.x.X, p.x.Y, p.v.X, p.v.Y, u, w)))
+            return Points(*map(jnp.stack, lean_accelerations(chain, p.x.X, p.x.Y, p.v.X, p.v.Y, u, w, sliders)))
 
         s = integrator(accel, s, dt)
         return s, State(s.x.stacked(), s.v.stacked(), s.t)

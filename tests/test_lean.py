@@ -1,4 +1,4 @@
-"""The lean batched rollout (diffchain.lean): under vmap, rollouts of chains without sliders, damping or drag run the
+"""The lean batched rollout (diffchain.lean): under vmap, rollouts of chains without damping or drag run the
 lambda-first form point by point; they must be the recursion's rollouts (the array form, vmap-ed) to round-off, for
 every integrator, batched or shared chains, states and controls, and derivatives must be the array form's."""
 import equinox as eqx
@@ -9,25 +9,27 @@ import pytest
 
 import diffchain as dc
 from diffchain import integrate, lean
-from strategies import make_problem
+from strategies import consistent_start, make_problem
 
 DT, T = 1e-3, 40
 
 
-def lean_problem(n, seed):
-    """A random problem of :func:`make_problem` (free and guided points, a random pose and inputs) without its sliders,
-    damping and drag. (Not its near-stretched and near-folded poses: between two guided points those are close to
-    singular, and any two exact solvers drift apart there -- the recursion and the KKT form by up to 1e-8 m in 40
-    steps.)"""
+def lean_problem(n, seed, sliders=True):
+    """A random problem of :func:`make_problem` (free, guided and slider points, a random pose and inputs, a start on
+    the constraints: :func:`consistent_start`) without its damping and drag, and without sliders unless ``sliders``.
+    (Not its near-stretched and near-folded poses: between two guided points those are close to singular, and any two
+    exact solvers drift apart there -- the recursion and the KKT form by up to 1e-8 m in 40 steps.)"""
     chain, state, control, _ = make_problem(n, seed, pose="random")
-    chain = eqx.tree_at(lambda c: (c.slider, c.k_omega, c.k_v), chain,
-                        (jnp.zeros_like(chain.slider), jnp.zeros_like(chain.k_omega), jnp.zeros_like(chain.k_v)))
+    chain = eqx.tree_at(lambda c: (c.k_omega, c.k_v), chain, (jnp.zeros_like(chain.k_omega), jnp.zeros_like(chain.k_v)))
+    if not sliders:
+        chain = eqx.tree_at(lambda c: c.slider, chain, jnp.zeros_like(chain.slider))
+    chain, state = consistent_start(chain, state)
     return chain, dc.check_state(chain, state), control
 
 
-def batch(n, seeds):
+def batch(n, seeds, sliders=True):
     """Chains, states and open-loop controls (T steps) of several problems, stacked."""
-    chains, states, controls = zip(*(lean_problem(n, s) for s in seeds))
+    chains, states, controls = zip(*(lean_problem(n, s, sliders) for s in seeds))
     rng = np.random.default_rng(n)
     u = dc.Control(tau=rng.normal(size=(len(seeds), T, n)), F=rng.normal(size=(len(seeds), T, n, 2)),
                    a_w=rng.normal(size=(len(seeds), T, n, 2)))
@@ -53,8 +55,8 @@ INTEGRATORS = [dc.SeedQuantum(), dc.SemiImplicitEuler(), dc.RK4()]
 @pytest.mark.parametrize("integrator", INTEGRATORS, ids=lambda i: type(i).__name__)
 @pytest.mark.parametrize("n", [2, 3, 6, 9])
 def test_lean_rollout_is_the_recursion(n, integrator):
-    chains, states, u = batch(n, range(6))
-    assert bool(jnp.all(lean.lean_chain(chains)))
+    chains, states, u = batch(n, range(6), sliders=n != 2)  # 2 points: none; else sliders in some chains
+    assert int(lean.lean_kind(chains)) == (0 if n == 2 else 1)
     got = jax.jit(jax.vmap(lambda c, s, u: dc.rollout(c, s, u, DT, integrator=integrator)))(chains, states, u)
     want = jax.jit(jax.vmap(lambda c, s, u: array_form(c, s, u, integrator)))(chains, states, u)
     assert_same_rollout(got, want)
@@ -68,16 +70,16 @@ def test_vmap_of_a_rollout_runs_the_lean_program_only_for_lean_chains(monkeypatc
     jax.make_jaxpr(jax.vmap(lambda c, s, u: dc.rollout(c, s, u, DT)))(chains, states, u)
     policy = lambda s: dc.Control(n=3)  # noqa: E731
     jax.make_jaxpr(jax.vmap(lambda c, s: dc.rollout(c, s, policy, DT, n_steps=T)))(chains, states)
-    assert calls == [1, 1]
+    assert len(calls) == 4  # each: the lean form without and with sliders (a lax.switch on the chains' values)
     big = dc.pendulum(lean.LEAN_MAX)  # more than LEAN_MAX points, or the KKT solver: the array form
     big_states = jax.vmap(lambda th: dc.from_joint_angles(big, th))(jnp.zeros((2, lean.LEAN_MAX)))
     jax.make_jaxpr(jax.vmap(lambda s: dc.rollout(big, s, None, DT, n_steps=T)))(big_states)
     jax.make_jaxpr(jax.vmap(lambda c, s, u: dc.rollout(c, s, u, DT, solver=dc.KKT())))(chains, states, u)
-    assert calls == [1, 1]
+    assert len(calls) == 4
 
 
 def test_lean_rollout_with_a_shared_chain_and_no_input():
-    chains, states, _ = batch(5, range(4))
+    chains, states, _ = batch(5, range(4), sliders=False)  # new starts below: no line to keep them on
     chain = jax.tree.map(lambda a: a[0], chains)
     theta = jnp.asarray(np.random.default_rng(0).normal(size=(4, 4)))
     states = jax.vmap(lambda th: dc.from_joint_angles(chain, th))(theta)
@@ -102,19 +104,13 @@ def test_nested_vmap_and_no_drift_correction():
     assert_same_rollout(flat(got), want)
 
 
-def test_chains_with_sliders_damping_or_drag_take_the_array_form():
+def test_chains_with_damping_or_drag_take_the_array_form():
     chains, states, u = batch(4, range(3))
-    for field, value in (("slider", True), ("k_omega", 0.3), ("k_v", 0.1)):
+    for field, value in (("k_omega", 0.3), ("k_v", 0.1)):
         other = eqx.tree_at(lambda c: getattr(c, field), chains, getattr(chains, field).at[1, 2].set(value))
-        if field == "slider":  # on the line through the point's start, normal s
-            x = states.x[1, 2]
-            other = eqx.tree_at(lambda c: c.c, other, other.c.at[1, 2].set(jnp.dot(other.s[1, 2], x)))
-            states_ = eqx.tree_at(lambda s: s.v, states, states.v.at[1, 2].set(0.0))
-        else:
-            states_ = states
-        assert not bool(jnp.all(lean.lean_chain(other)))
-        got = jax.vmap(lambda c, s, u: dc.rollout(c, s, u, DT, check=False))(other, states_, u)
-        want = jax.vmap(lambda c, s, u: array_form(c, s, u))(other, states_, u)
+        assert int(lean.lean_kind(other)) == 2
+        got = jax.vmap(lambda c, s, u: dc.rollout(c, s, u, DT))(other, states, u)
+        want = jax.vmap(lambda c, s, u: array_form(c, s, u))(other, states, u)
         for p, q in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
             np.testing.assert_array_equal(p, q)  # the whole batch ran the array form
 
