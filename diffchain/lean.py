@@ -43,7 +43,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from .constraints import slider_rhs
+from .constraints import projector, slider_rhs
 from .model import Chain, Control, State
 
 LEAN_MAX = 16  # vmap-ed rollouts of chains up to this many points may take the lean form
@@ -102,7 +102,7 @@ def lean_accelerations(chain: Chain, X, Y, U, V, control, w, sliders=False):
     E = [du[k] * du[k] + dv[k] * dv[k] - ddv[k] * ddv[k] * inv_sq[k]
          + (sq[k] - rho[k] * pt(chain.l, k)) * w * w + 2.0 * w * ddv[k] for k in rods]
     F = [(0.0, -chain.g * m[i]) for i in range(n)]  # gravity (seed §4.1)
-    aw = [(0.0, 0.0)] * n
+    aw = [(0.0, 0.0)] * n  # a^w at a guided point (the input), 0 elsewhere
     if control is not None:
         tau, Fx, Fy, awx, awy = control
         # joint torques as point forces (seed §4.2): rod k pushes point k by L_k dtau_k and point k+1 by -L_k dtau_k
@@ -112,13 +112,14 @@ def lean_accelerations(chain: Chain, X, Y, U, V, control, w, sliders=False):
         F = [(tx[i + 1] - tx[i] + Fx[i], ty[i + 1] - ty[i] + F[i][1] + Fy[i]) for i in range(n)]
         aw = [(jnp.where(pt(chain.guided, i), awx[i], 0.0), jnp.where(pt(chain.guided, i), awy[i], 0.0))
               for i in range(n)]
-    if sliders:  # P_i by components (0 at a guided point), and a0_i = s_i beta_i on a line
-        sl = [pt(chain.slider_mask, i) for i in range(n)]
-        s = [(chain.s[..., i, 0], chain.s[..., i, 1]) for i in range(n)]
-        P = [(free[i] * jnp.where(sl[i], 1.0 - s[i][0] ** 2, 1.0), free[i] * jnp.where(sl[i], -s[i][0] * s[i][1], 0.0),
-              free[i] * jnp.where(sl[i], 1.0 - s[i][1] ** 2, 1.0)) for i in range(n)]
-        b = [jnp.where(sl[i], slider_rhs(*s[i], pt(chain.c, i), X[i], Y[i], U[i], V[i], w), 0.0) for i in range(n)]
-        aw = [(aw[i][0] + s[i][0] * b[i], aw[i][1] + s[i][1] * b[i]) for i in range(n)]
+    if sliders:  # P_i and a0_i of every point (constraints.projector): a0_i = s_i beta_i on a line
+        P = []
+        for i in range(n):
+            s = chain.s[..., i, 0], chain.s[..., i, 1]
+            beta_s = slider_rhs(*s, pt(chain.c, i), X[i], Y[i], U[i], V[i], w)
+            *P_i, a0x, a0y = projector(pt(chain.guided, i), pt(chain.slider_mask, i), *s, beta_s, *aw[i])
+            P.append(P_i)
+            aw[i] = (a0x, a0y)
 
     def project(i, fx, fy, m_i=1.0):  # P_i f (/ m_i)
         if sliders:
@@ -181,7 +182,7 @@ def lean_kind(chain: Chain):
 
 def lean_rollout(axis_size, in_batched, chain: Chain, state: State, controls, *, dt, n_steps, integrator,
                  policy=None, sliders=False):
-    """:func:`diffchain.rollout` of a batch of ``axis_size`` lean chains (:func:`lean_chain`), point by point:
+    """:func:`diffchain.rollout` of a batch of ``axis_size`` lean chains (:func:`lean_kind`), point by point:
     ``chain``, ``state`` and ``controls`` (a :class:`~diffchain.model.Control` with a time axis, or None) carry a
     leading batch axis where ``in_batched`` (their pytrees of bools) says so, as in a ``custom_vmap`` rule. With a
     ``policy(controls, state) -> Control`` (one chain's), ``controls`` are its explicit arguments instead, and the
