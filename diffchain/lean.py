@@ -194,15 +194,25 @@ def lean_rollout(axis_size, in_batched, chain: Chain, state: State, controls, *,
     init = PointState(Points(x[..., 0].T, x[..., 1].T), Points(v[..., 0].T, v[..., 1].T), batch(state.t, b_state.t))
     if controls is None or policy is not None:
         xs = None
-    else:  # per point, time first: (T, B) where batched, (T,) otherwise
-        tau, F, a_w = (jnp.moveaxis(u, 0, 1) if b else u
-                       for u, b in ((controls.tau, b_controls.tau), (controls.F, b_controls.F),
-                                    (controls.a_w, b_controls.a_w)))
-        xs = tuple(tuple(u[..., i] for i in range(n)) for u in (tau, F[..., 0], F[..., 1], a_w[..., 0], a_w[..., 1]))
+    else:  # read in blocks of K steps, (B, K, n) where batched, each moved to (K, n, B) in cache: moving the time
+        # axis of the whole (B, T, n) first, or reading (B, n) at every step, is slower (strided over all of memory)
+        T = controls.tau.shape[-2]
+        K = max(k for k in range(1, 17) if T % k == 0)
+        xs = jnp.arange(T // K)
+
+        def inputs(c):  # (tau, F_x, F_y, a^w_x, a^w_y) of K steps, (K, n, B) where batched, (K, n) otherwise
+            def block(u, b):
+                u = jax.lax.dynamic_slice_in_dim(u, c * K, K, axis=int(b))
+                return jnp.moveaxis(u, 0, -1) if b else u
+            tau, F, a_w = (block(u, b) for u, b in ((controls.tau, b_controls.tau), (controls.F, b_controls.F),
+                                                    (controls.a_w, b_controls.a_w)))
+            return tau, F[:, :, 0], F[:, :, 1], a_w[:, :, 0], a_w[:, :, 1]
     stab = integrator.stab(dt)
     w = 0.0 if stab is None else 1.0 / stab
 
     def body(s, u):
+        if u is not None:  # per point: (B,) where batched, () otherwise
+            u = tuple(tuple(q[i] for i in range(n)) for q in u)
         if policy is not None:  # the policy of each chain, then the inputs by point: (n, B) arrays
             axes = [0 if b else None for b in b_controls]
             c = jax.vmap(policy, in_axes=(axes, 0))(controls, State(s.x.stacked(), s.v.stacked(), s.t))
@@ -214,5 +224,9 @@ def lean_rollout(axis_size, in_batched, chain: Chain, state: State, controls, *,
         s = integrator(accel, s, dt)
         return s, State(s.x.stacked(), s.v.stacked(), s.t)
 
-    final, traj = jax.lax.scan(body, init, xs, length=n_steps)
+    if xs is None:
+        final, traj = jax.lax.scan(body, init, xs, length=n_steps)
+    else:
+        final, traj = jax.lax.scan(lambda s, c: jax.lax.scan(body, s, inputs(c)), init, xs)
+        traj = jax.tree.map(lambda q: q.reshape((T,) + q.shape[2:]), traj)
     return State(final.x.stacked(), final.v.stacked(), final.t), jax.tree.map(lambda q: jnp.moveaxis(q, 0, 1), traj)
