@@ -10,8 +10,10 @@ from __future__ import annotations
 import os
 
 import jax
+import jax.extend
 import jax.numpy as jnp
-from jax.interpreters import ad
+import numpy as np
+from jax.interpreters import ad, batching, mlir
 
 
 def _stop_gradient_transposes_to_zero():
@@ -32,10 +34,8 @@ def _stop_gradient_transposes_to_zero():
 _stop_gradient_transposes_to_zero()
 
 
-def batch_form(one, batched, derivative):
-    """A function that is ``one`` when evaluated on one chain, ``batched(axis_size, in_batched, *args)`` under
-    ``vmap`` (a ``custom_vmap`` rule returning batch-first outputs) and ``derivative`` in every derivative
-    (``custom_vmap`` has no reverse-mode rule): three programs for the same arithmetic."""
+def _batched_rule(one, batched):
+    """``custom_vmap(one)`` with the rule ``batched(axis_size, in_batched, *args)``, whose outputs are batch first."""
     f = jax.custom_batching.custom_vmap(one)
 
     @f.def_vmap
@@ -43,9 +43,114 @@ def batch_form(one, batched, derivative):
         out = batched(axis_size, in_batched, *args)
         return out, jax.tree.map(lambda _: True, out)
 
-    f = jax.custom_jvp(f)
-    f.defjvp(lambda primals, tangents: jax.jvp(derivative, primals, tangents))
     return f
+
+
+def batch_form(one, batched, derivative, reverse=None):
+    """A function that is ``one`` when evaluated on one chain, ``batched(axis_size, in_batched, *args)`` under
+    ``vmap`` (a ``custom_vmap`` rule returning batch-first outputs) and ``derivative`` in every derivative
+    (``custom_vmap`` has no reverse-mode rule): three programs for the same arithmetic.
+
+    With ``reverse = (one_vjp, batched_vjp)``, reverse mode has its own two programs as well: the tangents are the
+    ``jvp`` of ``derivative`` (forward mode is unchanged), but through a linear map (:func:`linear_map`) whose
+    transpose is ``one_vjp(args, cts)`` on one chain and ``batched_vjp(axis_size, in_batched, args, cts)`` under
+    ``vmap``, both giving the cotangents of the inexact leaves of ``args`` (flat, batch first under ``vmap``, for
+    every element even of a shared argument); ``cts`` is the list of the outputs' leaves' cotangents, None where
+    zero. (The outputs are not kept for them: a reverse pass that needs them recomputes them.)"""
+    f = _batched_rule(one, batched)
+    g = jax.custom_jvp(f)
+    if reverse is None:
+        g.defjvp(lambda primals, tangents: jax.jvp(derivative, primals, tangents))
+        return g
+    one_vjp, batched_vjp = reverse
+    vjp = jax.custom_batching.custom_vmap(lambda args, cts: one_vjp(args, cts))
+
+    @vjp.def_vmap
+    def vjp_rule(axis_size, in_batched, args, cts):
+        cts = [c if b or c is None else jnp.broadcast_to(c, (axis_size,) + jnp.shape(c))
+               for c, b in zip(cts, in_batched[1])]
+        out = batched_vjp(axis_size, in_batched[0], args, cts)
+        return out, [True] * len(out)
+
+    @g.defjvp
+    def jvp(primals, tangents):
+        out = f(*primals)
+        leaves, tree = jax.tree.flatten(primals)
+        diff = [jnp.issubdtype(jnp.result_type(p), jnp.inexact) for p in leaves]
+        t_leaves = [t for t, d in zip(tree.flatten_up_to(tangents), diff) if d]
+
+        def tangent(args, lin):  # the jvp of ``derivative``, the non-float arguments' tangents float0
+            it = iter(lin)
+            tan = [next(it) if d else np.zeros(jnp.shape(p), jax.dtypes.float0) for p, d in zip(args, diff)]
+            return jax.tree.leaves(jax.jvp(derivative, tuple(jax.tree.unflatten(tree, args)),
+                                           tuple(jax.tree.unflatten(tree, tan)))[1])
+
+        def transpose(args, cts):
+            return list(vjp(tuple(jax.tree.unflatten(tree, args)), cts))
+
+        t_out = linear_map(tangent, transpose, leaves, t_leaves,
+                           [jax.core.ShapedArray(jnp.shape(o), jnp.result_type(o)) for o in jax.tree.leaves(out)])
+        return out, jax.tree.unflatten(jax.tree.structure(out), t_out)
+
+    return g
+
+
+# A linear map with its own transpose (what jax.custom_transpose was): reverse mode reaches a batched program
+# through it, while forward mode keeps a derivative's jvp.
+_linear_p = jax.extend.core.Primitive("diffchain_linear_map")
+_linear_p.multiple_results = True
+
+
+def linear_map(apply, transpose, args, lin, out_avals):
+    """``apply(args, lin)``, linear in the arrays ``lin``, whose transpose is ``transpose(args, cts)`` (cotangents of
+    ``lin`` for the outputs' cotangents ``cts``, None where zero). Under ``vmap`` both are ``vmap``-ed; the
+    cotangents of a ``lin`` shared by the batch are summed over it. Its jvp in ``args`` is the jvp of ``apply``."""
+    return _linear_p.bind(*args, *lin, apply=apply, transpose=transpose, n_args=len(args),
+                          out_avals=tuple(out_avals))
+
+
+def _linear_impl(*operands, apply, transpose, n_args, out_avals):
+    return apply(list(operands[:n_args]), list(operands[n_args:]))
+
+
+def _linear_transpose(cts, *operands, apply, transpose, n_args, out_avals):
+    cts = [None if type(ct) is ad.Zero else ct for ct in cts]
+    return [None] * n_args + list(transpose(list(operands[:n_args]), cts))
+
+
+def _linear_jvp(primals, tangents, *, apply, transpose, n_args, out_avals):
+    args, lin = list(primals[:n_args]), list(primals[n_args:])
+    out = linear_map(apply, transpose, args, lin, out_avals)
+    d_args = [ad.instantiate_zeros(t) for t in tangents[:n_args]]
+    d_lin = [ad.instantiate_zeros(t) for t in tangents[n_args:]]
+    t_out = linear_map(apply, transpose, args, d_lin, out_avals)
+    t_args = jax.jvp(lambda *a: apply(list(a), lin), tuple(args), tuple(d_args))[1]
+    return out, [a + b for a, b in zip(t_out, t_args)]
+
+
+def _linear_batch(operands, dims, *, apply, transpose, n_args, out_avals):
+    size = next(o.shape[d] for o, d in zip(operands, dims) if d is not None)
+    operands = [o if d is None else jnp.moveaxis(o, d, 0) for o, d in zip(operands, dims)]
+    axes = [None if d is None else 0 for d in dims]
+    a_axes, l_axes = axes[:n_args], axes[n_args:]
+
+    def apply_b(args, lin):
+        return jax.vmap(apply, in_axes=(a_axes, l_axes), axis_size=size)(args, lin)
+
+    def transpose_b(args, cts):
+        out = jax.vmap(transpose, in_axes=(a_axes, 0), axis_size=size)(args, cts)
+        return [o if ax == 0 else jnp.sum(o, 0) for o, ax in zip(out, l_axes)]
+
+    out_b = [jax.core.ShapedArray((size,) + a.shape, a.dtype) for a in out_avals]
+    return linear_map(apply_b, transpose_b, operands[:n_args], operands[n_args:], out_b), [0] * len(out_b)
+
+
+_linear_p.def_impl(_linear_impl)
+_linear_p.def_abstract_eval(lambda *avals, out_avals, **_: list(out_avals))
+mlir.register_lowering(_linear_p, mlir.lower_fun(_linear_impl, multiple_results=True))
+ad.primitive_transposes[_linear_p] = _linear_transpose
+ad.primitive_jvps[_linear_p] = _linear_jvp
+batching.primitive_batchers[_linear_p] = _linear_batch
 
 
 def one_chain_form(unrolled, general):

@@ -117,7 +117,41 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
                                   integrator=integrator, policy=policy, sliders=sliders) for sliders in (False, True)]
         return jax.lax.switch(lean.lean_kind(chain), fast + [general], chain, state, inputs)
 
-    return batch_form(run, batched, run)(chain, state, inputs)
+    def one_vjp(args, cts):  # one chain: the array form's reverse mode
+        outputs, pull = jax.vjp(run, *args)
+        leaves = jax.tree.leaves(outputs)
+        cts = jax.tree.unflatten(jax.tree.structure(outputs),
+                                 [jnp.zeros_like(o) if c is None else c for c, o in zip(cts, leaves)])
+        return [c for c, a in zip(jax.tree.leaves(pull(cts)), jax.tree.leaves(args)) if _inexact(a)]
+
+    def batched_vjp(axis_size, in_batched, args, cts):  # under vmap: the lean adjoint where it applies
+        axes = jax.tree.map(lambda b: 0 if b else None, tuple(in_batched))
+        general = lambda *a: jax.vmap(one_vjp, in_axes=(axes, 0), axis_size=axis_size)(*a)  # noqa: E731
+        if policy is not None or type(integrator).__name__ not in lean.ADJOINT_ALPHA:
+            return general(args, cts)
+
+        def fast(args, cts):
+            chain_bar, state_bar, inputs_bar = lean.lean_rollout_vjp(
+                axis_size, in_batched, *args, (tuple(cts[:3]), tuple(cts[3:])), dt=dt, n_steps=n_steps,
+                integrator=integrator)
+            named = {**{("chain", k): v for k, v in chain_bar.items()}, **dict(zip(
+                [("state", k) for k in "xvt"] + [("inputs", k) for k in ("tau", "F", "a_w")],
+                state_bar + (inputs_bar or ())))}
+            out = []
+            for (path, a), b in zip(jax.tree_util.tree_flatten_with_path(args)[0], jax.tree.leaves(in_batched)):
+                if _inexact(a):  # the slider lines s, c: no slider on this path
+                    key = (("chain", "state", "inputs")[path[0].idx], path[1].name)
+                    zero = jnp.zeros(jnp.shape(a) if b else (axis_size,) + jnp.shape(a), a.dtype)
+                    out.append(named.get(key, zero))
+            return out
+
+        return jax.lax.switch(jnp.minimum(lean.lean_kind(args[0]), 1), [fast, general], args, cts)
+
+    return batch_form(run, batched, run, reverse=(one_vjp, batched_vjp))(chain, state, inputs)
+
+
+def _inexact(a):
+    return jnp.issubdtype(jnp.result_type(a), jnp.inexact)
 
 
 def _rollout(chain, state, controls, dt, n_steps, solver, integrator, checkpoint):
