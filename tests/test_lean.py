@@ -169,3 +169,83 @@ def test_derivatives_of_a_lean_rollout_are_the_array_forms():
 
     per_chain = [jax.vmap(jax.grad(one), in_axes=(0, None, 0, 0))(u.tau, r, chains, states) for r in (fast, array_form)]
     np.testing.assert_allclose(*per_chain, rtol=1e-10, atol=1e-12)
+
+
+def assert_same_gradients(got, want, rtol=1e-10):
+    """Every floating leaf of ``got`` equals ``want``'s to ``rtol`` of that leaf's scale."""
+    for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(got), jax.tree.leaves(want)):
+        if jnp.issubdtype(a.dtype, jnp.floating):
+            scale = float(jnp.max(jnp.abs(b), initial=0.0))
+            assert float(jnp.max(jnp.abs(a - b), initial=0.0)) <= rtol * max(scale, 1e-300), jax.tree_util.keystr(path)
+
+
+def rollout_loss(roll, in_axes=(0, 0, 0)):
+    """A loss of the final states and of the whole trajectories of a vmap-ed rollout."""
+    def loss(c, s, u):
+        final, traj = jax.vmap(roll, in_axes=in_axes)(c, s, u)
+        return jnp.sum(final.x**2) + jnp.sum(final.v * final.x) + jnp.sum(jnp.sin(traj.v)) + jnp.sum(traj.t)
+    return loss
+
+
+ADJOINT_INTEGRATORS = [dc.SeedQuantum(), dc.SemiImplicitEuler()]
+
+
+@pytest.mark.parametrize("integrator", ADJOINT_INTEGRATORS, ids=lambda i: type(i).__name__)
+@pytest.mark.parametrize("n", [2, 5])
+def test_batched_gradients_with_respect_to_everything_are_the_array_forms(n, integrator):
+    # the lean adjoint (lean.lean_rollout_vjp): chains, states and inputs all batched, random free and guided points
+    chains, states, u = batch(n, range(4), sliders=False)
+    grad = lambda roll: jax.jit(jax.grad(rollout_loss(roll), argnums=(0, 1, 2), allow_int=True))  # noqa: E731
+    got = grad(lambda c, s, u: dc.rollout(c, s, u, DT, integrator=integrator))(chains, states, u)
+    want = grad(lambda c, s, u: array_form(c, s, u, integrator))(chains, states, u)
+    assert_same_gradients(got, want)
+    assert float(jnp.max(jnp.abs(got[0].k_v))) > 0  # drag is zero here, its derivative is not
+
+
+def test_batched_gradients_of_shared_arguments_and_of_no_input_are_the_array_forms():
+    chain = dc.pendulum(3, length=[0.8, 1.1, 0.6])  # 4 points
+    rng = np.random.default_rng(7)
+    states = jax.vmap(lambda th, om: dc.from_joint_angles(chain, th, om))(rng.uniform(-2, 2, (5, 3)),
+                                                                            rng.uniform(-1, 1, (5, 3)))
+    u = dc.Control(tau=rng.normal(size=(T, 4)), F=rng.normal(size=(T, 4, 2)), a_w=np.zeros((T, 4, 2)))
+    grad = lambda roll: jax.jit(jax.grad(rollout_loss(roll, (None, 0, None)), argnums=(0, 1, 2), allow_int=True))  # noqa: E731
+    got = grad(lambda c, s, u: dc.rollout(c, s, u, DT))(chain, states, u)
+    assert_same_gradients(got, grad(array_form)(chain, states, u))
+    grad = lambda roll: jax.jit(jax.grad(rollout_loss(roll, (None, 0, None)), argnums=(0, 1), allow_int=True))  # noqa: E731
+    got = grad(lambda c, s, u: dc.rollout(c, s, None, DT, n_steps=T))(chain, states, None)
+    assert_same_gradients(got, grad(lambda c, s, u: array_form(c, s, None, n_steps=T))(chain, states, None))
+
+
+def test_per_chain_gradients_and_second_derivatives_of_batched_rollouts_are_the_array_forms():
+    chains, states, u = batch(3, range(3), sliders=False)
+
+    def one(tau, roll, c, s):
+        final, traj = roll(c, s, dc.Control(tau=tau, F=u.F[0], a_w=u.a_w[0]))
+        return jnp.sum(final.x[..., 1]) + jnp.sum(traj.v**2)
+
+    fast = lambda c, s, u: dc.rollout(c, s, u, DT)  # noqa: E731
+    per_chain = [jax.jit(jax.vmap(jax.grad(one), in_axes=(0, None, 0, 0)), static_argnums=1)(u.tau, r, chains, states)
+                 for r in (fast, array_form)]
+    np.testing.assert_allclose(*per_chain, rtol=1e-10, atol=1e-12)
+
+    def batched(tau, roll):
+        return jnp.sum(jax.vmap(one, in_axes=(0, None, 0, 0))(tau, roll, chains, states))
+
+    hvp = [jax.jit(lambda t, d: jax.jvp(jax.grad(lambda t: batched(t, r)), (t,), (d,))[1])(u.tau, u.F[..., 0])
+           for r in (fast, array_form)]  # forward over reverse: the linear map's jvp
+    np.testing.assert_allclose(*hvp, rtol=1e-9, atol=1e-12)
+
+
+def test_the_lean_adjoint_is_traced_only_where_it_applies(monkeypatch):
+    calls = []
+    real = lean.lean_rollout_vjp
+    monkeypatch.setattr(lean, "lean_rollout_vjp", lambda *a, **k: calls.append(1) or real(*a, **k))
+    chains, states, u = batch(3, range(2))
+    for integrator, expected in ((dc.SeedQuantum(), 1), (dc.SemiImplicitEuler(), 2), (dc.RK4(), 2)):
+        roll = lambda c, s, u: dc.rollout(c, s, u, DT, integrator=integrator)  # noqa: E731
+        jax.make_jaxpr(jax.grad(rollout_loss(roll), argnums=1))(chains, states, u)
+        assert len(calls) == expected
+    policy = lambda s: dc.Control(n=3)  # noqa: E731  closed loop: the array form's reverse mode
+    policy_loss = rollout_loss(lambda c, s, u: dc.rollout(c, s, policy, DT, n_steps=T))
+    jax.make_jaxpr(jax.grad(policy_loss, argnums=1))(chains, states, u)
+    assert len(calls) == 2
