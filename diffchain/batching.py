@@ -51,12 +51,13 @@ def batch_form(one, batched, derivative, reverse=None):
     ``vmap`` (a ``custom_vmap`` rule returning batch-first outputs) and ``derivative`` in every derivative
     (``custom_vmap`` has no reverse-mode rule): three programs for the same arithmetic.
 
-    With ``reverse = (one_vjp, batched_vjp)``, reverse mode has its own two programs as well: the tangents are the
-    ``jvp`` of ``derivative`` (forward mode is unchanged), but through a linear map (:func:`linear_map`) whose
-    transpose is ``one_vjp(args, cts)`` on one chain and ``batched_vjp(axis_size, in_batched, args, cts)`` under
-    ``vmap``, both giving the cotangents of the inexact leaves of ``args`` (flat, batch first under ``vmap``, for
-    every element even of a shared argument); ``cts`` is the list of the outputs' leaves' cotangents, None where
-    zero. (The outputs are not kept for them: a reverse pass that needs them recomputes them.)"""
+    With ``reverse = (one_vjp, batched_vjp)``, reverse mode has a batched program too: where the arguments are being
+    batched by ``vmap`` (``grad`` of a ``vmap`` or ``vmap`` of a ``grad``), the tangents are the ``jvp`` of
+    ``derivative`` (forward mode is unchanged) but through a linear map (:func:`linear_map`) whose transpose is
+    ``one_vjp(args, cts)`` per chain and ``batched_vjp(axis_size, in_batched, args, cts)`` under ``vmap``, both
+    giving the cotangents of the inexact leaves of ``args`` (flat; batch first under ``vmap``, for every element even
+    of a shared argument); ``cts`` is the list of the outputs' leaves' cotangents, None where zero. (The outputs are
+    not kept for them: a reverse pass that needs them recomputes them.)"""
     f = _batched_rule(one, batched)
     g = jax.custom_jvp(f)
     if reverse is None:
@@ -74,6 +75,8 @@ def batch_form(one, batched, derivative, reverse=None):
 
     @g.defjvp
     def jvp(primals, tangents):
+        if not _under_vmap(primals):  # one chain: JAX's reverse mode of the jvp (nothing recomputed)
+            return jax.jvp(derivative, primals, tangents)
         out = f(*primals)
         leaves, tree = jax.tree.flatten(primals)
         diff = [jnp.issubdtype(jnp.result_type(p), jnp.inexact) for p in leaves]
@@ -93,6 +96,13 @@ def batch_form(one, batched, derivative, reverse=None):
         return out, jax.tree.unflatten(jax.tree.structure(out), t_out)
 
     return g
+
+
+def _under_vmap(tree):
+    """Whether some leaf of ``tree`` is being batched by ``vmap`` at this point of the trace."""
+    from jax._src.interpreters.batching import BatchTracer
+
+    return any(isinstance(x, BatchTracer) and isinstance(x.batch_dim, int) for x in jax.tree.leaves(tree))
 
 
 # A linear map with its own transpose (what jax.custom_transpose was): reverse mode reaches a batched program

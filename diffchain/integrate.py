@@ -93,8 +93,9 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
     O(T/k + k) instead of O(T)). With the recursive solver, reverse mode stores only each step's state and KKT
     solution (:func:`diffchain.recursive.kkt_solve`, :func:`diffchain.recursive.link_solve`) and recomputes the
     elementwise terms around it. Under ``vmap``, a rollout of point-mass chains without damping or drag runs the batched
-    program of :mod:`diffchain.lean` (the same results to round-off, 4-6x faster on CPU); derivatives are those of
-    this one.
+    program of :mod:`diffchain.lean` (the same results to round-off, 4-6x faster on CPU); forward-mode derivatives
+    are those of this one, and so is reverse mode except for open-loop batches without sliders (SeedQuantum or
+    SemiImplicitEuler), whose gradient is :mod:`diffchain.lean`'s adjoint (the same to round-off, 2-3x faster).
     """
     state = check_state(chain, state) if check else state
 

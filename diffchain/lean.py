@@ -32,10 +32,17 @@ run between two guided points), where any two exact solvers drift apart and this
 (a whipping 9-point chain, 700 m/s after 40 steps: 4e-7 m from the recursion, the KKT form 2e-8 m; the Thomas
 algorithm does not pivot). Measured on the 5-link pendulum (float32, 4096 copies, one core, the chain a ``jit``
 argument): 6.5x the ``vmap`` of the array form (4-6.6x from 2 to 15 links, 256 or 4096 copies;
-``experiments/bench.py``: 113-129x MJX). Derivatives of a rollout are the array form's
-(:func:`diffchain.batching.batch_form`); a chain with damping or drag takes the array form, and the slider terms are
+``experiments/bench.py``: 113-129x MJX). A chain with damping or drag takes the array form, and the slider terms are
 compiled in only where a chain has a slider (a ``lax.switch`` on the chains' values, :func:`lean_kind`: the choice is
 made at run time, for the whole batch).
+
+Derivatives (:func:`diffchain.batching.batch_form`): forward mode is the array form's jvp. Reverse mode of a batch
+without sliders, with open-loop inputs (or none) and an integrator of ``ADJOINT_ALPHA``, is this module's adjoint,
+:func:`lean_rollout_vjp`: the tensions' solve differentiated implicitly -- its transposed system is the same
+tridiagonal one, S being symmetric, so the adjoint multipliers cost one more Thomas solve with the forward's factors
+--, the local terms' adjoint written by hand on point-major arrays, and the steps run backward block by block from
+recomputed states. Otherwise reverse mode is the array form's, ``vmap``-ed. Both give the same gradients to round-off
+(tests/test_lean.py).
 """
 from __future__ import annotations
 
