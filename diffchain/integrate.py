@@ -125,11 +125,9 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
                                  [jnp.zeros_like(o) if c is None else c for c, o in zip(cts, leaves)])
         return [c for c, a in zip(jax.tree.leaves(pull(cts)), jax.tree.leaves(args)) if _inexact(a)]
 
-    def batched_vjp(axis_size, in_batched, args, cts):  # under vmap: the lean adjoint where it applies
+    def batched_vjp(axis_size, in_batched, args, cts):  # under vmap: the lean adjoint for chains without sliders
         axes = jax.tree.map(lambda b: 0 if b else None, tuple(in_batched))
         general = lambda *a: jax.vmap(one_vjp, in_axes=(axes, 0), axis_size=axis_size)(*a)  # noqa: E731
-        if policy is not None or type(integrator).__name__ not in lean.ADJOINT_ALPHA:
-            return general(args, cts)
 
         def fast(args, cts):
             chain_bar, state_bar, inputs_bar = lean.lean_rollout_vjp(
@@ -148,7 +146,8 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
 
         return jax.lax.switch(jnp.minimum(lean.lean_kind(args[0]), 1), [fast, general], args, cts)
 
-    return batch_form(run, batched, run, reverse=(one_vjp, batched_vjp))(chain, state, inputs)
+    adjoint = policy is None and type(integrator).__name__ in lean.ADJOINT_ALPHA  # else the array form's reverse
+    return batch_form(run, batched, run, reverse=(one_vjp, batched_vjp) if adjoint else None)(chain, state, inputs)
 
 
 def _inexact(a):
