@@ -233,15 +233,11 @@ def lean_rollout(axis_size, in_batched, chain: Chain, state: State, controls, *,
     batch = lambda v, b: v if b else jnp.broadcast_to(v, (axis_size,) + jnp.shape(v))  # noqa: E731
     x, v = batch(state.x, b_state.x), batch(state.v, b_state.v)
     init = PointState(Points(x[..., 0].T, x[..., 1].T), Points(v[..., 0].T, v[..., 1].T), batch(state.t, b_state.t))
-    if controls is None or policy is not None:
-        xs = None
-    else:  # read in blocks of K steps, (B, K, n) where batched, each moved to (K, n, B) in cache: moving the time
-        # axis of the whole (B, T, n) first, or reading (B, n) at every step, is slower (strided over all of memory)
-        T = controls.tau.shape[-2]
-        xs = True
-
-        def inputs(c):  # (tau, F_x, F_y, a^w_x, a^w_y) of K steps, (K, n, B) where batched, (K, n) otherwise
-            return _input_block(controls, b_controls, c, K)
+    # open-loop inputs are read in blocks of K steps, (B, K, n) where batched, each moved to (K, n, B) in cache:
+    # moving the time axis of the whole (B, T, n) first, or reading (B, n) at every step, is slower (strided reads)
+    open_loop = controls is not None and policy is None
+    T = controls.tau.shape[-2] if open_loop else n_steps
+    K = _block(T)
     stab = integrator.stab(dt)
     w = 0.0 if stab is None else 1.0 / stab
 
@@ -259,12 +255,9 @@ def lean_rollout(axis_size, in_batched, chain: Chain, state: State, controls, *,
         s = integrator(accel, s, dt)
         return s, State(s.x.stacked(), s.v.stacked(), s.t)
 
-    T = n_steps if xs is None else T
-    K = _block(T)
-
     def block(carry, c):  # K steps, their states written batch first (moving the time axis afterwards is slower)
         s, traj = carry
-        s, states = jax.lax.scan(body, s, None if xs is None else inputs(c), length=K)
+        s, states = jax.lax.scan(body, s, _input_block(controls, b_controls, c, K) if open_loop else None, length=K)
         traj = jax.tree.map(lambda q, y: jax.lax.dynamic_update_slice_in_dim(q, jnp.moveaxis(y, 0, 1), c * K, 1),
                             traj, states)
         return (s, traj), None
@@ -281,7 +274,8 @@ def lean_rollout(axis_size, in_batched, chain: Chain, state: State, controls, *,
 # x' = x + dt v + alpha a, v' = v + dt a (SeedQuantum: alpha = dt^2/2; SemiImplicitEuler: alpha = dt^2), written by
 # hand on point-major arrays (n, B): rods are rows 0..n-2, and a rod value q reaches the points as q_{i-1} - q_i
 # through one zero-padded copy (:func:`_to_points`), so that every kernel is a plain loop over all points at once.
-# (JAX's own reverse mode of the point-by-point program runs 3-6x slower than the array form's: benchmark-notes.md.)
+# (JAX's reverse mode of the point-by-point program, even with this implicit solve, was no faster than the array
+# form's: 144-495 ms against 166 ms for 256 pendulums x 1000 steps; benchmark-notes.md, session 18.)
 
 ADJOINT_ALPHA = {"SeedQuantum": 0.5, "SemiImplicitEuler": 1.0}  # alpha / dt^2 of the integrators with an adjoint
 
@@ -327,13 +321,14 @@ def adjoint_terms(chain: Chain, X, Y, U, V, u, w, tol):
 
 
 def acceleration_adjoint(t, abx, aby, w):
-    """The cotangents of (X, Y, U, V), of the inputs (tau, F_x, F_y, a^w_x, a^w_y) and of the chain's (m, l, g) for
-    the cotangent abar of the accelerations, from :func:`adjoint_terms` ``t`` (implicit differentiation of the
-    tensions' solve). The residuals R_i = P_i G_i / m_i + a0_i - a_i of the points and R_k = d_k^T (a_k - a_{k+1})
-    - E_k of the rods vanish; their transposed system has the same tridiagonal matrix (S is symmetric, and a rod
-    with a vanishing pivot drops out alike), so nu is one more solve with the forward's factors,
-    mu_i = -abar_i + d_i nu_i - d_{i-1} nu_{i-1}, and the inputs' cotangent is that of -(mu . R + nu . R_rods) at
-    fixed (a, psi), through the local terms (E_k, the torques' point forces, gravity) by hand."""
+    """The cotangents of (X, Y, U, V), of the inputs (tau, F_x, F_y, a^w_x, a^w_y) and of the chain's (m, l, g,
+    k_omega, k_v) for the cotangent abar of the accelerations, from :func:`adjoint_terms` ``t`` (implicit
+    differentiation of the tensions' solve). The residuals R_i = P_i G_i / m_i + a0_i - a_i of the points and
+    R_k = d_k^T (a_k - a_{k+1}) - E_k of the rods vanish; their transposed system has the same tridiagonal matrix
+    (S is symmetric, and a rod with a vanishing pivot drops out alike), so nu is one more solve with the forward's
+    factors, mu_i = -abar_i + d_i nu_i - d_{i-1} nu_{i-1}, and the inputs' cotangent is that of
+    -(mu . R + nu . R_rods) at fixed (a, psi), through the local terms (E_k, the torques' point forces, gravity)
+    by hand."""
     dx, dy, du, dv, Q = t["dx"], t["dy"], t["du"], t["dv"], t["Q"]
     Qax, Qay = Q * abx, Q * aby
     rhs = -(dx * (Qax[:-1] - Qax[1:]) + dy * (Qay[:-1] - Qay[1:]))
