@@ -51,47 +51,51 @@ def batch_form(one, batched, derivative, reverse=None):
     ``vmap`` (a ``custom_vmap`` rule returning batch-first outputs) and ``derivative`` in every derivative
     (``custom_vmap`` has no reverse-mode rule): three programs for the same arithmetic.
 
-    With ``reverse = (one_vjp, batched_vjp)``, reverse mode has a batched program too: where the arguments are being
-    batched by ``vmap`` (``grad`` of a ``vmap`` or ``vmap`` of a ``grad``), the tangents are the ``jvp`` of
-    ``derivative`` (forward mode is unchanged) but through a linear map (:func:`linear_map`) whose transpose is
-    ``one_vjp(args, cts)`` per chain and ``batched_vjp(axis_size, in_batched, args, cts)`` under ``vmap``, both
-    giving the cotangents of the inexact leaves of ``args`` (flat; batch first under ``vmap``, for every element even
-    of a shared argument); ``cts`` is the list of the outputs' leaves' cotangents, None where zero. (The outputs are
-    not kept for them: a reverse pass that needs them recomputes them.)"""
+    With ``reverse = (one_res, batched_res, one_vjp, batched_vjp)``, reverse mode has a batched program too: where
+    the arguments are being batched by ``vmap`` (``grad`` of a ``vmap`` or ``vmap`` of a ``grad``), the outputs come
+    with residuals, ``one_res(*args)`` or ``batched_res(axis_size, in_batched, *args)`` -> (outputs, res), and the
+    tangents are the ``jvp`` of ``derivative`` (forward mode is unchanged) but through a linear map
+    (:func:`linear_map`) whose transpose is ``one_vjp(args, res, cts)`` per chain and ``batched_vjp(axis_size,
+    in_batched, args, res, cts)`` under ``vmap``, both giving the cotangents of the inexact leaves of ``args`` (flat;
+    batch first under ``vmap``, for every element even of a shared argument); ``cts`` is the list of the outputs'
+    leaves' cotangents, None where zero."""
     f = _batched_rule(one, batched)
     g = jax.custom_jvp(f)
     if reverse is None:
         g.defjvp(lambda primals, tangents: jax.jvp(derivative, primals, tangents))
         return g
-    one_vjp, batched_vjp = reverse
-    vjp = jax.custom_batching.custom_vmap(lambda args, cts: one_vjp(args, cts))
+    one_res, batched_res, one_vjp, batched_vjp = reverse
+    f_res = _batched_rule(one_res, batched_res)
+    vjp = jax.custom_batching.custom_vmap(lambda args, res, cts: one_vjp(args, res, cts))
 
     @vjp.def_vmap
-    def vjp_rule(axis_size, in_batched, args, cts):
-        cts = [c if b or c is None else jnp.broadcast_to(c, (axis_size,) + jnp.shape(c))
-               for c, b in zip(cts, in_batched[1])]
-        out = batched_vjp(axis_size, in_batched[0], args, cts)
+    def vjp_rule(axis_size, in_batched, args, res, cts):
+        batch = lambda v, b: v if b or v is None else jnp.broadcast_to(v, (axis_size,) + jnp.shape(v))  # noqa: E731
+        res, cts = jax.tree.map(batch, res, in_batched[1]), [batch(c, b) for c, b in zip(cts, in_batched[2])]
+        out = batched_vjp(axis_size, in_batched[0], args, res, cts)
         return out, [True] * len(out)
 
     @g.defjvp
     def jvp(primals, tangents):
         if not _under_vmap(primals):  # one chain: JAX's reverse mode of the jvp (nothing recomputed)
             return jax.jvp(derivative, primals, tangents)
-        out = f(*primals)
+        out, res = f_res(*primals)
         leaves, tree = jax.tree.flatten(primals)
+        res_leaves, res_tree = jax.tree.flatten(res)
         diff = [jnp.issubdtype(jnp.result_type(p), jnp.inexact) for p in leaves]
         t_leaves = [t for t, d in zip(tree.flatten_up_to(tangents), diff) if d]
 
         def tangent(args, lin):  # the jvp of ``derivative``, the non-float arguments' tangents float0
-            it = iter(lin)
+            it, args = iter(lin), args[:len(leaves)]
             tan = [next(it) if d else np.zeros(jnp.shape(p), jax.dtypes.float0) for p, d in zip(args, diff)]
             return jax.tree.leaves(jax.jvp(derivative, tuple(jax.tree.unflatten(tree, args)),
                                            tuple(jax.tree.unflatten(tree, tan)))[1])
 
         def transpose(args, cts):
-            return list(vjp(tuple(jax.tree.unflatten(tree, args)), cts))
+            return list(vjp(tuple(jax.tree.unflatten(tree, args[:len(leaves)])),
+                            jax.tree.unflatten(res_tree, args[len(leaves):]), cts))
 
-        t_out = linear_map(tangent, transpose, leaves, t_leaves,
+        t_out = linear_map(tangent, transpose, leaves + res_leaves, t_leaves,
                            [jax.core.ShapedArray(jnp.shape(o), jnp.result_type(o)) for o in jax.tree.leaves(out)])
         return out, jax.tree.unflatten(jax.tree.structure(out), t_out)
 

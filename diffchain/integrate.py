@@ -118,21 +118,36 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
                                   integrator=integrator, policy=policy, sliders=sliders) for sliders in (False, True)]
         return jax.lax.switch(lean.lean_kind(chain), fast + [general], chain, state, inputs)
 
-    def one_vjp(args, cts):  # one chain: the array form's reverse mode
+    K = lean._block(n_steps if n_steps is not None else inputs.tau.shape[-2])
+
+    def run_starts(chain, state, inputs):  # with the states at the start of every K steps (lean.lean_rollout_vjp)
+        out = run(chain, state, inputs)
+        return out, tuple(jnp.concatenate([q0[None], q[K - 1:-1:K]]) for q0, q in ((state.x, out[1].x),
+                                                                                     (state.v, out[1].v)))
+
+    def batched_starts(axis_size, in_batched, chain, state, inputs):
+        general = jax.vmap(run_starts, in_axes=jax.tree.map(lambda b: 0 if b else None, tuple(in_batched)),
+                           axis_size=axis_size)
+        fast = [functools.partial(lean.lean_rollout, axis_size, in_batched, dt=dt, n_steps=n_steps,
+                                  integrator=integrator, sliders=sliders, with_starts=True)
+                for sliders in (False, True)]
+        return jax.lax.switch(lean.lean_kind(chain), fast + [general], chain, state, inputs)
+
+    def one_vjp(args, res, cts):  # one chain: the array form's reverse mode
         outputs, pull = jax.vjp(run, *args)
         leaves = jax.tree.leaves(outputs)
         cts = jax.tree.unflatten(jax.tree.structure(outputs),
                                  [jnp.zeros_like(o) if c is None else c for c, o in zip(cts, leaves)])
         return [c for c, a in zip(jax.tree.leaves(pull(cts)), jax.tree.leaves(args)) if _inexact(a)]
 
-    def batched_vjp(axis_size, in_batched, args, cts):  # under vmap: the lean adjoint for chains without sliders
+    def batched_vjp(axis_size, in_batched, args, res, cts):  # under vmap: the lean adjoint for chains without sliders
         axes = jax.tree.map(lambda b: 0 if b else None, tuple(in_batched))
-        general = lambda *a: jax.vmap(one_vjp, in_axes=(axes, 0), axis_size=axis_size)(*a)  # noqa: E731
+        general = lambda *a: jax.vmap(one_vjp, in_axes=(axes, 0, 0), axis_size=axis_size)(*a)  # noqa: E731
 
-        def fast(args, cts):
+        def fast(args, res, cts):
             chain_bar, state_bar, inputs_bar = lean.lean_rollout_vjp(
                 axis_size, in_batched, *args, (tuple(cts[:3]), tuple(cts[3:])), dt=dt, n_steps=n_steps,
-                integrator=integrator)
+                integrator=integrator, starts=res)
             named = {**{("chain", k): v for k, v in chain_bar.items()}, **dict(zip(
                 [("state", k) for k in "xvt"] + [("inputs", k) for k in ("tau", "F", "a_w")],
                 state_bar + (inputs_bar or ())))}
@@ -144,10 +159,11 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
                     out.append(named.get(key, zero))
             return out
 
-        return jax.lax.switch(jnp.minimum(lean.lean_kind(args[0]), 1), [fast, general], args, cts)
+        return jax.lax.switch(jnp.minimum(lean.lean_kind(args[0]), 1), [fast, general], args, res, cts)
 
     adjoint = policy is None and type(integrator).__name__ in lean.ADJOINT_ALPHA  # else the array form's reverse
-    return batch_form(run, batched, run, reverse=(one_vjp, batched_vjp) if adjoint else None)(chain, state, inputs)
+    reverse = (run_starts, batched_starts, one_vjp, batched_vjp) if adjoint else None
+    return batch_form(run, batched, run, reverse=reverse)(chain, state, inputs)
 
 
 def _inexact(a):

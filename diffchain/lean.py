@@ -222,13 +222,15 @@ def _input_block(controls, b_controls, c, K):
 
 
 def lean_rollout(axis_size, in_batched, chain: Chain, state: State, controls, *, dt, n_steps, integrator,
-                 policy=None, sliders=False):
+                 policy=None, sliders=False, with_starts=False):
     """:func:`diffchain.rollout` of a batch of ``axis_size`` lean chains (:func:`lean_kind`), point by point:
     ``chain``, ``state`` and ``controls`` (a :class:`~diffchain.model.Control` with a time axis, or None) carry a
     leading batch axis where ``in_batched`` (their pytrees of bools) says so, as in a ``custom_vmap`` rule. With a
     ``policy(controls, state) -> Control`` (one chain's), ``controls`` are its explicit arguments instead, and the
     policy acts on each chain's state at the start of every step. Returns (final state, trajectory), batch first, as
-    the ``vmap`` of the array form does. ``sliders``: as in :func:`lean_accelerations`."""
+    the ``vmap`` of the array form does. ``sliders``: as in :func:`lean_accelerations`. ``with_starts``: also the
+    positions and velocities at the start of each block of K steps (:func:`_block`), (B, T/K, n, 2) each, which
+    :func:`lean_rollout_vjp` starts from."""
     n, (_, b_state, b_controls) = state.x.shape[-2], in_batched
     batch = lambda v, b: v if b else jnp.broadcast_to(v, (axis_size,) + jnp.shape(v))  # noqa: E731
     x, v = batch(state.x, b_state.x), batch(state.v, b_state.v)
@@ -260,13 +262,14 @@ def lean_rollout(axis_size, in_batched, chain: Chain, state: State, controls, *,
         s, states = jax.lax.scan(body, s, _input_block(controls, b_controls, c, K) if open_loop else None, length=K)
         traj = jax.tree.map(lambda q, y: jax.lax.dynamic_update_slice_in_dim(q, jnp.moveaxis(y, 0, 1), c * K, 1),
                             traj, states)
-        return (s, traj), None
+        return (s, traj), (carry[0].x.stacked(), carry[0].v.stacked())
 
     x = init.x.X
     traj = State(jnp.zeros((axis_size, T, n, 2), x.dtype), jnp.zeros((axis_size, T, n, 2), x.dtype),
                  jnp.zeros((axis_size, T), x.dtype))
-    (final, traj), _ = jax.lax.scan(block, (init, traj), jnp.arange(T // K))
-    return State(final.x.stacked(), final.v.stacked(), final.t), traj
+    (final, traj), starts = jax.lax.scan(block, (init, traj), jnp.arange(T // K))
+    out = State(final.x.stacked(), final.v.stacked(), final.t), traj
+    return (out, tuple(jnp.moveaxis(q, 0, 1) for q in starts)) if with_starts else out
 
 
 # --------------------------------------------------------------------------------------------------- reverse mode
@@ -360,13 +363,14 @@ def acceleration_adjoint(t, abx, aby, w):
 
 
 def lean_rollout_vjp(axis_size, in_batched, chain: Chain, state: State, controls, cotangents, *, dt, n_steps,
-                     integrator):
+                     integrator, starts=None):
     """The cotangents of (``chain``, ``state``, ``controls``) of :func:`lean_rollout` (open-loop inputs or None, no
     sliders; an integrator of ``ADJOINT_ALPHA``) for the ``cotangents`` of its outputs, ((x, v, t) of the final
-    state, (x, v, t) of the trajectory), None where zero. The forward pass runs once more, keeping only the state
-    at the start of each block of K steps (:func:`_block`); then, block by block from the last, the K states are
-    recomputed (in cache) and the steps run backward (:func:`acceleration_adjoint`): reading a stored trajectory
-    moves more memory than recomputing it (5-link pendulum, 256 copies: 95 against 69 ms for 1000 steps).
+    state, (x, v, t) of the trajectory), None where zero. From the states at the start of each block of K steps
+    (:func:`_block`; ``starts`` = their (x, v), (B, T/K, n, 2) each, from :func:`lean_rollout`, else the forward pass
+    runs once more for them), block by block from the last, the K states are recomputed (in cache) and the steps run
+    backward (:func:`acceleration_adjoint`): reading a stored trajectory moves more memory than recomputing it
+    (5-link pendulum, 256 copies, 1000 steps: 95 against 69 ms, 55 ms with the starts given).
     Returns each element's cotangents, batch first, also of inputs that the batch shares: the chain's as a dict by
     field (m, l, g, k_omega, k_v), the state's (x, v, t) and the inputs' (tau, F, a^w), None without inputs."""
     n, (_, b_state, b_controls) = state.x.shape[-2], in_batched
@@ -418,8 +422,11 @@ def lean_rollout_vjp(axis_size, in_batched, chain: Chain, state: State, controls
     pm = lambda q: (zeros(n),) * 2 if q is None else (q[..., 0].T, q[..., 1].T)  # noqa: E731  (B, n, 2) -> rows
     start = (*pm(field(ct_final, "x")), *pm(field(ct_final, "v")))
     acc = dict(m=zeros(n), l=zeros(n - 1), g=zeros(n), k_omega=zeros(n), k_v=zeros(n))
-    s0 = (x0[..., 0].T, x0[..., 1].T, v0[..., 0].T, v0[..., 1].T)
-    starts = jax.lax.scan(lambda s, c: (forward(s, c)[0], s), s0, jnp.arange(T // K))[1]
+    if starts is None:
+        s0 = (x0[..., 0].T, x0[..., 1].T, v0[..., 0].T, v0[..., 1].T)
+        starts = jax.lax.scan(lambda s, c: (forward(s, c)[0], s), s0, jnp.arange(T // K))[1]
+    else:  # (B, T/K, n, 2) -> point-major rows (T/K, n, B)
+        starts = tuple(jnp.transpose(q[..., i], (1, 2, 0)) for q in starts for i in (0, 1))
     (bar, acc), u_bar = jax.lax.scan(block, (start, acc), (starts, jnp.arange(T // K)), reverse=True)
     pts = lambda X, Y: jnp.stack([X.T, Y.T], -1)  # noqa: E731  rows -> (B, n, 2)
     t_bar = jnp.zeros((axis_size,), x0.dtype)  # t' = t + dt, and nothing else reads t

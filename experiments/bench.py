@@ -487,9 +487,9 @@ def section_grad():
     R.add(md_table(["batch", "checkpoint", "forward", "forward + reverse (grad)", "grad / forward (target ≤ 3)",
                     "grad / array-form forward", "compile fwd / grad"], rows))
     R.add("For a batch both passes are `diffchain.lean`'s: the forward pass, and the reverse pass "
-          "(`lean.lean_rollout_vjp`: the Thomas solve differentiated implicitly, which recomputes the forward pass "
-          "once more, keeping the state at the start of each block of 10 steps, and each block once more in cache; "
-          "`checkpoint` does not apply to it). The second ratio is against the forward pass of the array form (the "
+          "(`lean.lean_rollout_vjp`: the Thomas solve differentiated implicitly; the forward pass keeps the state at "
+          "the start of each block of 10 steps, and the reverse pass recomputes each block in cache; `checkpoint` "
+          "does not apply to it). The second ratio is against the forward pass of the array form (the "
           "`vmap` of the one-chain program, whose derivatives the batch took before), timed in the same rounds.\n")
     R.add("")
     return res

@@ -113,6 +113,9 @@ def test_chains_with_damping_or_drag_take_the_array_form():
         want = jax.vmap(lambda c, s, u: array_form(c, s, u))(other, states, u)
         for p, q in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
             np.testing.assert_array_equal(p, q)  # the whole batch ran the array form
+        grad = lambda roll: jax.grad(rollout_loss(roll), argnums=(1, 2))  # noqa: E731  ... and its reverse pass
+        assert_same_gradients(grad(lambda c, s, u: dc.rollout(c, s, u, DT))(other, states, u),
+                              grad(array_form)(other, states, u))
 
 
 def feedback(K, c0):
