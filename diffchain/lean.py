@@ -363,17 +363,17 @@ def acceleration_adjoint(t, abx, aby, w):
 
 
 def lean_rollout_vjp(axis_size, in_batched, chain: Chain, state: State, controls, cotangents, *, dt, n_steps,
-                     integrator, starts=None):
+                     integrator, starts):
     """The cotangents of (``chain``, ``state``, ``controls``) of :func:`lean_rollout` (open-loop inputs or None, no
     sliders; an integrator of ``ADJOINT_ALPHA``) for the ``cotangents`` of its outputs, ((x, v, t) of the final
     state, (x, v, t) of the trajectory), None where zero. From the states at the start of each block of K steps
-    (:func:`_block`; ``starts`` = their (x, v), (B, T/K, n, 2) each, from :func:`lean_rollout`, else the forward pass
-    runs once more for them), block by block from the last, the K states are recomputed (in cache) and the steps run
-    backward (:func:`acceleration_adjoint`): reading a stored trajectory moves more memory than recomputing it
-    (5-link pendulum, 256 copies, 1000 steps: 95 against 69 ms, 55 ms with the starts given).
+    (:func:`_block`; ``starts`` = their (x, v), (B, T/K, n, 2) each, kept by :func:`lean_rollout`), block by block
+    from the last, the K states are recomputed (in cache) and the steps run backward (:func:`acceleration_adjoint`):
+    reading a stored trajectory moves more memory than recomputing it (5-link pendulum, 256 copies, 1000 steps:
+    95 against 55 ms).
     Returns each element's cotangents, batch first, also of inputs that the batch shares: the chain's as a dict by
     field (m, l, g, k_omega, k_v), the state's (x, v, t) and the inputs' (tau, F, a^w), None without inputs."""
-    n, (_, b_state, b_controls) = state.x.shape[-2], in_batched
+    n, b_controls, dtype = state.x.shape[-2], in_batched[2], state.x.dtype  # (the state: its start is in starts)
     alpha = ADJOINT_ALPHA[type(integrator).__name__] * dt * dt
     stab = integrator.stab(dt)
     w = 0.0 if stab is None else 1.0 / stab
@@ -381,12 +381,10 @@ def lean_rollout_vjp(axis_size, in_batched, chain: Chain, state: State, controls
     ct_final, ct_traj = cotangents
     T = n_steps if controls is None else controls.tau.shape[-2]
     K = _block(T)
-    x0 = state.x if b_state.x else jnp.broadcast_to(state.x, (axis_size,) + state.x.shape)
-    v0 = state.v if b_state.v else jnp.broadcast_to(state.v, (axis_size,) + state.v.shape)
     no_input = controls is None
     if no_input:  # zero inputs, shared
-        controls = Control(tau=jnp.zeros((T, n), x0.dtype), F=jnp.zeros((T, n, 2), x0.dtype),
-                           a_w=jnp.zeros((T, n, 2), x0.dtype))
+        controls = Control(tau=jnp.zeros((T, n), dtype), F=jnp.zeros((T, n, 2), dtype),
+                           a_w=jnp.zeros((T, n, 2), dtype))
         b_controls = jax.tree.map(lambda _: False, controls)
     rows = lambda q: (q[..., 0, :], q[..., 1, :])  # noqa: E731  (K, n, 2, B) -> x and y rows (K, n, B)
     field = lambda q, name: None if q is None else q["xvt".index(name)]  # noqa: E731  (None: a zero cotangent)
@@ -418,18 +416,14 @@ def lean_rollout_vjp(axis_size, in_batched, chain: Chain, state: State, controls
         bar = (xb + Xa, yb + Ya, dt * xb + ub + Ua, dt * yb + vb + Va)
         return (bar, jax.tree.map(jnp.add, acc, ch)), u_bar
 
-    zeros = lambda k: jnp.zeros((k, axis_size), x0.dtype)  # noqa: E731
+    zeros = lambda k: jnp.zeros((k, axis_size), dtype)  # noqa: E731
     pm = lambda q: (zeros(n),) * 2 if q is None else (q[..., 0].T, q[..., 1].T)  # noqa: E731  (B, n, 2) -> rows
     start = (*pm(field(ct_final, "x")), *pm(field(ct_final, "v")))
     acc = dict(m=zeros(n), l=zeros(n - 1), g=zeros(n), k_omega=zeros(n), k_v=zeros(n))
-    if starts is None:
-        s0 = (x0[..., 0].T, x0[..., 1].T, v0[..., 0].T, v0[..., 1].T)
-        starts = jax.lax.scan(lambda s, c: (forward(s, c)[0], s), s0, jnp.arange(T // K))[1]
-    else:  # (B, T/K, n, 2) -> point-major rows (T/K, n, B)
-        starts = tuple(jnp.transpose(q[..., i], (1, 2, 0)) for q in starts for i in (0, 1))
+    starts = tuple(jnp.transpose(q[..., i], (1, 2, 0)) for q in starts for i in (0, 1))  # rows (T/K, n, B)
     (bar, acc), u_bar = jax.lax.scan(block, (start, acc), (starts, jnp.arange(T // K)), reverse=True)
     pts = lambda X, Y: jnp.stack([X.T, Y.T], -1)  # noqa: E731  rows -> (B, n, 2)
-    t_bar = jnp.zeros((axis_size,), x0.dtype)  # t' = t + dt, and nothing else reads t
+    t_bar = jnp.zeros((axis_size,), dtype)  # t' = t + dt, and nothing else reads t
     t_bar = t_bar if field(ct_final, "t") is None else t_bar + field(ct_final, "t")
     t_bar = t_bar if field(ct_traj, "t") is None else t_bar + jnp.sum(field(ct_traj, "t"), 1)
     state_bar = (pts(bar[0], bar[1]), pts(bar[2], bar[3]), t_bar)
