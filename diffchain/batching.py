@@ -55,10 +55,11 @@ def batch_form(one, batched, derivative, reverse=None):
     the arguments are being batched by ``vmap`` (``grad`` of a ``vmap`` or ``vmap`` of a ``grad``), the outputs come
     with residuals, ``one_res(*args)`` or ``batched_res(axis_size, in_batched, *args)`` -> (outputs, res), and the
     tangents are the ``jvp`` of ``derivative`` (forward mode is unchanged) but through a linear map
-    (:func:`linear_map`) whose transpose is ``one_vjp(args, res, cts)`` per chain and ``batched_vjp(axis_size,
-    in_batched, args, res, cts)`` under ``vmap``, both giving the cotangents of the inexact leaves of ``args`` (flat;
-    batch first under ``vmap``, for every element even of a shared argument); ``cts`` is the list of the outputs'
-    leaves' cotangents, None where zero."""
+    (:func:`linear_map`) whose transpose is ``one_vjp(args, res, cts, wanted)`` per chain and
+    ``batched_vjp(axis_size, in_batched, args, res, cts, wanted)`` under ``vmap``, both giving the cotangents of the
+    inexact leaves of ``args`` (flat; batch first under ``vmap``, for every element even of a shared argument);
+    ``cts`` is the list of the outputs' leaves' cotangents, None where zero, and ``wanted`` a tuple of bools, one per
+    inexact leaf: whether reverse mode asks for its cotangent (the others may be None)."""
     f = _batched_rule(one, batched)
     g = jax.custom_jvp(f)
     if reverse is None:
@@ -66,14 +67,19 @@ def batch_form(one, batched, derivative, reverse=None):
         return g
     one_res, batched_res, one_vjp, batched_vjp = reverse
     f_res = _batched_rule(one_res, batched_res)
-    vjp = jax.custom_batching.custom_vmap(lambda args, res, cts: one_vjp(args, res, cts))
 
-    @vjp.def_vmap
-    def vjp_rule(axis_size, in_batched, args, res, cts):
-        batch = lambda v, b: v if b or v is None else jnp.broadcast_to(v, (axis_size,) + jnp.shape(v))  # noqa: E731
-        res, cts = jax.tree.map(batch, res, in_batched[1]), [batch(c, b) for c, b in zip(cts, in_batched[2])]
-        out = batched_vjp(axis_size, in_batched[0], args, res, cts)
-        return out, [True] * len(out)
+    def vjp(args, res, cts, wanted):
+        f = jax.custom_batching.custom_vmap(lambda args, res, cts: [
+            c if w else None for c, w in zip(one_vjp(args, res, cts, wanted), wanted)])
+
+        @f.def_vmap
+        def rule(axis_size, in_batched, args, res, cts):
+            batch = lambda v, b: v if b or v is None else jnp.broadcast_to(v, (axis_size,) + jnp.shape(v))  # noqa: E731
+            res, cts = jax.tree.map(batch, res, in_batched[1]), [batch(c, b) for c, b in zip(cts, in_batched[2])]
+            out = batched_vjp(axis_size, in_batched[0], args, res, cts, wanted)
+            return out, [None if o is None else True for o in out]
+
+        return f(args, res, cts)
 
     @g.defjvp
     def jvp(primals, tangents):
@@ -91,9 +97,9 @@ def batch_form(one, batched, derivative, reverse=None):
             return jax.tree.leaves(jax.jvp(derivative, tuple(jax.tree.unflatten(tree, args)),
                                            tuple(jax.tree.unflatten(tree, tan)))[1])
 
-        def transpose(args, cts):
+        def transpose(args, cts, wanted):
             return list(vjp(tuple(jax.tree.unflatten(tree, args[:len(leaves)])),
-                            jax.tree.unflatten(res_tree, args[len(leaves):]), cts))
+                            jax.tree.unflatten(res_tree, args[len(leaves):]), cts, wanted))
 
         t_out = linear_map(tangent, transpose, leaves + res_leaves, t_leaves,
                            [jax.core.ShapedArray(jnp.shape(o), jnp.result_type(o)) for o in jax.tree.leaves(out)])
@@ -116,8 +122,9 @@ _linear_p.multiple_results = True
 
 
 def linear_map(apply, transpose, args, lin, out_avals):
-    """``apply(args, lin)``, linear in the arrays ``lin``, whose transpose is ``transpose(args, cts)`` (cotangents of
-    ``lin`` for the outputs' cotangents ``cts``, None where zero). Under ``vmap`` both are ``vmap``-ed; the
+    """``apply(args, lin)``, linear in the arrays ``lin``, whose transpose is ``transpose(args, cts, wanted)``
+    (cotangents of ``lin`` for the outputs' cotangents ``cts``, None where zero; ``wanted``, a bool per ``lin``,
+    says which of them reverse mode asks for: the others may be None). Under ``vmap`` both are ``vmap``-ed; the
     cotangents of a ``lin`` shared by the batch are summed over it. Its jvp in ``args`` is the jvp of ``apply``."""
     return _linear_p.bind(*args, *lin, apply=apply, transpose=transpose, n_args=len(args),
                           out_avals=tuple(out_avals))
@@ -129,7 +136,9 @@ def _linear_impl(*operands, apply, transpose, n_args, out_avals):
 
 def _linear_transpose(cts, *operands, apply, transpose, n_args, out_avals):
     cts = [None if type(ct) is ad.Zero else ct for ct in cts]
-    return [None] * n_args + list(transpose(list(operands[:n_args]), cts))
+    wanted = tuple(ad.is_undefined_primal(x) for x in operands[n_args:])  # a known tangent (e.g. a zero) wants none
+    out = transpose(list(operands[:n_args]), cts, wanted)
+    return [None] * n_args + [o if w else None for o, w in zip(out, wanted)]
 
 
 def _linear_jvp(primals, tangents, *, apply, transpose, n_args, out_avals):
@@ -151,9 +160,9 @@ def _linear_batch(operands, dims, *, apply, transpose, n_args, out_avals):
     def apply_b(args, lin):
         return jax.vmap(apply, in_axes=(a_axes, l_axes), axis_size=size)(args, lin)
 
-    def transpose_b(args, cts):
-        out = jax.vmap(transpose, in_axes=(a_axes, 0), axis_size=size)(args, cts)
-        return [o if ax == 0 else jnp.sum(o, 0) for o, ax in zip(out, l_axes)]
+    def transpose_b(args, cts, wanted):
+        out = jax.vmap(lambda a, c: transpose(a, c, wanted), in_axes=(a_axes, 0), axis_size=size)(args, cts)
+        return [o if ax == 0 or o is None else jnp.sum(o, 0) for o, ax in zip(out, l_axes)]
 
     out_b = [jax.core.ShapedArray((size,) + a.shape, a.dtype) for a in out_avals]
     return linear_map(apply_b, transpose_b, operands[:n_args], operands[n_args:], out_b), [0] * len(out_b)

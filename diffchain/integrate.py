@@ -94,8 +94,9 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
     solution (:func:`diffchain.recursive.kkt_solve`, :func:`diffchain.recursive.link_solve`) and recomputes the
     elementwise terms around it. Under ``vmap``, a rollout of point-mass chains without damping or drag runs the batched
     program of :mod:`diffchain.lean` (the same results to round-off, 4-6x faster on CPU); forward-mode derivatives
-    are those of this one, and so is reverse mode except for open-loop batches without sliders (SeedQuantum or
-    SemiImplicitEuler), whose gradient is :mod:`diffchain.lean`'s adjoint (the same to round-off, 2-3x faster).
+    are those of this one, and so is reverse mode except for batches without sliders (SeedQuantum or
+    SemiImplicitEuler; open-loop controls, none or a policy), whose gradient is :mod:`diffchain.lean`'s adjoint (the
+    same to round-off, 2-4x faster).
     """
     state = check_state(chain, state) if check else state
 
@@ -123,45 +124,64 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
     def run_starts(chain, state, inputs):  # with the states at the start of every K steps (lean.lean_rollout_vjp)
         out = run(chain, state, inputs)
         return out, tuple(jnp.concatenate([q0[None], q[K - 1:-1:K]]) for q0, q in ((state.x, out[1].x),
-                                                                                     (state.v, out[1].v)))
+                                                                                     (state.v, out[1].v),
+                                                                                     (state.t, out[1].t)))
 
     def batched_starts(axis_size, in_batched, chain, state, inputs):
         general = jax.vmap(run_starts, in_axes=jax.tree.map(lambda b: 0 if b else None, tuple(in_batched)),
                            axis_size=axis_size)
         fast = [functools.partial(lean.lean_rollout, axis_size, in_batched, dt=dt, n_steps=n_steps,
-                                  integrator=integrator, sliders=sliders, with_starts=True)
+                                  integrator=integrator, policy=policy, sliders=sliders, with_starts=True)
                 for sliders in (False, True)]
-        return jax.lax.switch(lean.lean_kind(chain), fast + [general], chain, state, inputs)
+        # the starts flat per element in every branch, so that the switch keeps the lean form's batch-first layout
+        # (the general branch's is time-major: two copies of each otherwise, see batched_vjp)
+        flat = lambda f: lambda *a: (lambda out, st: (out, tuple(q.reshape(axis_size, -1) for q in st)))(*f(*a))  # noqa: E731
+        out, starts = jax.lax.switch(lean.lean_kind(chain), [flat(f) for f in fast + [general]], chain, state, inputs)
+        tails = (state.x.shape[-2:],) * 2 + ((),)
+        return out, tuple(q.reshape((axis_size, -1) + tail) for q, tail in zip(starts, tails))
 
-    def one_vjp(args, res, cts):  # one chain: the array form's reverse mode
+    def one_vjp(args, res, cts, wanted):  # one chain: the array form's reverse mode (unwanted cotangents: dead code)
         outputs, pull = jax.vjp(run, *args)
         leaves = jax.tree.leaves(outputs)
         cts = jax.tree.unflatten(jax.tree.structure(outputs),
                                  [jnp.zeros_like(o) if c is None else c for c, o in zip(cts, leaves)])
         return [c for c, a in zip(jax.tree.leaves(pull(cts)), jax.tree.leaves(args)) if _inexact(a)]
 
-    def batched_vjp(axis_size, in_batched, args, res, cts):  # under vmap: the lean adjoint for chains without sliders
+    def batched_vjp(axis_size, in_batched, args, res, cts, wanted):  # under vmap: the lean adjoint (no sliders)
         axes = jax.tree.map(lambda b: 0 if b else None, tuple(in_batched))
-        general = lambda *a: jax.vmap(one_vjp, in_axes=(axes, 0, 0), axis_size=axis_size)(*a)  # noqa: E731
+
+        def general(*a):
+            out = jax.vmap(lambda *b: one_vjp(*b, wanted), in_axes=(axes, 0, 0), axis_size=axis_size)(*a)
+            return [o if w else None for o, w in zip(out, wanted)]
+
+        leaves = [(path, a, b) for (path, a), b in zip(jax.tree_util.tree_flatten_with_path(args)[0],
+                                                       jax.tree.leaves(in_batched)) if _inexact(a)]
+        # (group, field): the chain's and the state's fields, the open-loop inputs' or the policy's argument index
+        keys = [(("chain", "state", "inputs")[path[0].idx], getattr(path[1], "name", getattr(path[1], "idx", None)))
+                for path, _, _ in leaves]
+        want = {k for k, w in zip(keys, wanted) if w}  # the adjoint computes only the cotangents asked for
 
         def fast(args, res, cts):
             chain_bar, state_bar, inputs_bar = lean.lean_rollout_vjp(
                 axis_size, in_batched, *args, (tuple(cts[:3]), tuple(cts[3:])), dt=dt, n_steps=n_steps,
-                integrator=integrator, starts=res)
+                integrator=integrator, starts=res, policy=policy, chain_wanted={k for s, k in want if s == "chain"},
+                inputs_wanted={k for s, k in want if s == "inputs"})
+            names = ("tau", "F", "a_w") if policy is None else range(len(inputs_bar))
             named = {**{("chain", k): v for k, v in chain_bar.items()}, **dict(zip(
-                [("state", k) for k in "xvt"] + [("inputs", k) for k in ("tau", "F", "a_w")],
-                state_bar + (inputs_bar or ())))}
-            out = []
-            for (path, a), b in zip(jax.tree_util.tree_flatten_with_path(args)[0], jax.tree.leaves(in_batched)):
-                if _inexact(a):  # the slider lines s, c: no slider on this path
-                    key = (("chain", "state", "inputs")[path[0].idx], path[1].name)
-                    zero = jnp.zeros(jnp.shape(a) if b else (axis_size,) + jnp.shape(a), a.dtype)
-                    out.append(named.get(key, zero))
-            return out
+                [("state", k) for k in "xvt"] + [("inputs", k) for k in names], state_bar + tuple(inputs_bar or ())))}
+            zero = lambda a, b: jnp.zeros(jnp.shape(a) if b else (axis_size,) + jnp.shape(a), a.dtype)  # noqa: E731
+            # (the slider lines s, c: no slider on this path)
+            return [(named.get(key) if key in named else zero(a, b)) if key in want else None
+                    for key, (_, a, b) in zip(keys, leaves)]
 
-        return jax.lax.switch(jnp.minimum(lean.lean_kind(args[0]), 1), [fast, general], args, res, cts)
+        # each branch returns its cotangents flat per element, (B, -1): the switch's outputs then have the
+        # row-major layout the adjoint writes, instead of the general branch's (time-major T, B, n: two copies)
+        flat = lambda f: lambda *a: [None if o is None else o.reshape(axis_size, -1) for o in f(*a)]  # noqa: E731
+        out = jax.lax.switch(jnp.minimum(lean.lean_kind(args[0]), 1), [flat(fast), flat(general)], args, res, cts)
+        return [None if o is None else o.reshape((axis_size,) + jnp.shape(a)[1 if b else 0:])
+                for o, (_, a, b) in zip(out, leaves)]
 
-    adjoint = policy is None and type(integrator).__name__ in lean.ADJOINT_ALPHA  # else the array form's reverse
+    adjoint = type(integrator).__name__ in lean.ADJOINT_ALPHA  # else the array form's reverse mode
     reverse = (run_starts, batched_starts, one_vjp, batched_vjp) if adjoint else None
     return batch_form(run, batched, run, reverse=reverse)(chain, state, inputs)
 

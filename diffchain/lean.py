@@ -37,11 +37,12 @@ compiled in only where a chain has a slider (a ``lax.switch`` on the chains' val
 made at run time, for the whole batch).
 
 Derivatives (:func:`diffchain.batching.batch_form`): forward mode is the array form's jvp. Reverse mode of a batch
-without sliders, with open-loop inputs (or none) and an integrator of ``ADJOINT_ALPHA``, is this module's adjoint,
-:func:`lean_rollout_vjp`: the tensions' solve differentiated implicitly -- its transposed system is the same
+without sliders, with open-loop inputs, none or a policy, and an integrator of ``ADJOINT_ALPHA``, is this module's
+adjoint, :func:`lean_rollout_vjp`: the tensions' solve differentiated implicitly -- its transposed system is the same
 tridiagonal one, S being symmetric, so the adjoint multipliers cost one more Thomas solve with the forward's factors
---, the local terms' adjoint written by hand on point-major arrays, and the steps run backward block by block from
-recomputed states. Otherwise reverse mode is the array form's, ``vmap``-ed. Both give the same gradients to round-off
+--, the local terms' adjoint written by hand on point-major arrays, a policy's by its own ``jax.vjp`` at each step,
+and the steps run backward block by block from recomputed states; it computes only the cotangents that reverse mode
+asks for. Otherwise reverse mode is the array form's, ``vmap``-ed. Both give the same gradients to round-off
 (tests/test_lean.py).
 """
 from __future__ import annotations
@@ -229,8 +230,8 @@ def lean_rollout(axis_size, in_batched, chain: Chain, state: State, controls, *,
     ``policy(controls, state) -> Control`` (one chain's), ``controls`` are its explicit arguments instead, and the
     policy acts on each chain's state at the start of every step. Returns (final state, trajectory), batch first, as
     the ``vmap`` of the array form does. ``sliders``: as in :func:`lean_accelerations`. ``with_starts``: also the
-    positions and velocities at the start of each block of K steps (:func:`_block`), (B, T/K, n, 2) each, which
-    :func:`lean_rollout_vjp` starts from."""
+    positions, velocities and times at the start of each block of K steps (:func:`_block`), (B, T/K, n, 2),
+    (B, T/K, n, 2) and (B, T/K), which :func:`lean_rollout_vjp` starts from."""
     n, (_, b_state, b_controls) = state.x.shape[-2], in_batched
     batch = lambda v, b: v if b else jnp.broadcast_to(v, (axis_size,) + jnp.shape(v))  # noqa: E731
     x, v = batch(state.x, b_state.x), batch(state.v, b_state.v)
@@ -258,18 +259,23 @@ def lean_rollout(axis_size, in_batched, chain: Chain, state: State, controls, *,
         return s, State(s.x.stacked(), s.v.stacked(), s.t)
 
     def block(carry, c):  # K steps, their states written batch first (moving the time axis afterwards is slower)
-        s, traj = carry
+        s, traj, starts = carry
+        if with_starts:
+            starts = tuple(jax.lax.dynamic_update_index_in_dim(q, y, c, 1)
+                           for q, y in zip(starts, (s.x.stacked(), s.v.stacked(), s.t)))
         s, states = jax.lax.scan(body, s, _input_block(controls, b_controls, c, K) if open_loop else None, length=K)
         traj = jax.tree.map(lambda q, y: jax.lax.dynamic_update_slice_in_dim(q, jnp.moveaxis(y, 0, 1), c * K, 1),
                             traj, states)
-        return (s, traj), (carry[0].x.stacked(), carry[0].v.stacked())
+        return (s, traj, starts), None
 
     x = init.x.X
     traj = State(jnp.zeros((axis_size, T, n, 2), x.dtype), jnp.zeros((axis_size, T, n, 2), x.dtype),
                  jnp.zeros((axis_size, T), x.dtype))
-    (final, traj), starts = jax.lax.scan(block, (init, traj), jnp.arange(T // K))
+    starts = tuple(jnp.zeros((axis_size, T // K) + tail, x.dtype) for tail in ((n, 2), (n, 2), ())) if with_starts \
+        else None
+    (final, traj, starts), _ = jax.lax.scan(block, (init, traj, starts), jnp.arange(T // K))
     out = State(final.x.stacked(), final.v.stacked(), final.t), traj
-    return (out, tuple(jnp.moveaxis(q, 0, 1) for q in starts)) if with_starts else out
+    return (out, starts) if with_starts else out
 
 
 # --------------------------------------------------------------------------------------------------- reverse mode
@@ -281,6 +287,8 @@ def lean_rollout(axis_size, in_batched, chain: Chain, state: State, controls, *,
 # form's: 144-495 ms against 166 ms for 256 pendulums x 1000 steps; benchmark-notes.md, session 18.)
 
 ADJOINT_ALPHA = {"SeedQuantum": 0.5, "SemiImplicitEuler": 1.0}  # alpha / dt^2 of the integrators with an adjoint
+CHAIN_FIELDS = ("m", "l", "g", "k_omega", "k_v")  # the chain's arrays with a cotangent (no sliders)
+INPUT_FIELDS = ("tau", "F", "a_w")
 
 
 def _to_points(q):
@@ -363,73 +371,117 @@ def acceleration_adjoint(t, abx, aby, w):
 
 
 def lean_rollout_vjp(axis_size, in_batched, chain: Chain, state: State, controls, cotangents, *, dt, n_steps,
-                     integrator, starts):
-    """The cotangents of (``chain``, ``state``, ``controls``) of :func:`lean_rollout` (open-loop inputs or None, no
-    sliders; an integrator of ``ADJOINT_ALPHA``) for the ``cotangents`` of its outputs, ((x, v, t) of the final
-    state, (x, v, t) of the trajectory), None where zero. From the states at the start of each block of K steps
-    (:func:`_block`; ``starts`` = their (x, v), (B, T/K, n, 2) each, kept by :func:`lean_rollout`), block by block
-    from the last, the K states are recomputed (in cache) and the steps run backward (:func:`acceleration_adjoint`):
+                     integrator, starts, policy=None, chain_wanted=CHAIN_FIELDS, inputs_wanted=INPUT_FIELDS):
+    """The cotangents of (``chain``, ``state``, ``controls``) of :func:`lean_rollout` (no sliders; an integrator of
+    ``ADJOINT_ALPHA``) for the ``cotangents`` of its outputs, ((x, v, t) of the final state, (x, v, t) of the
+    trajectory), None where zero. From the states at the start of each block of K steps (:func:`_block`; ``starts``
+    = their (x, v, t), (B, T/K, n, 2), (B, T/K, n, 2), (B, T/K), kept by :func:`lean_rollout`), block by block from
+    the last, the K states are recomputed (in cache) and the steps run backward (:func:`acceleration_adjoint`):
     reading a stored trajectory moves more memory than recomputing it (5-link pendulum, 256 copies, 1000 steps:
     95 against 55 ms).
+
+    ``controls`` are open-loop inputs (a :class:`~diffchain.model.Control` with a time axis) or None, or with a
+    ``policy(controls, state) -> Control`` (one chain's, as in :func:`lean_rollout`) the policy's arguments (a list):
+    each step then pulls the inputs' cotangent back through the policy (``jax.vjp`` of its ``vmap``) into the
+    state's cotangent and those of its arguments.
+
     Returns each element's cotangents, batch first, also of inputs that the batch shares: the chain's as a dict by
-    field (m, l, g, k_omega, k_v), the state's (x, v, t) and the inputs' (tau, F, a^w), None without inputs."""
+    field (those of ``chain_wanted``, a subset of m, l, g, k_omega, k_v), the state's (x, v, t) and the inputs'
+    ((tau, F, a^w) open loop, a list by argument with a policy; None where not in ``inputs_wanted``, the field names
+    or argument indices), None without inputs. What is not wanted is not computed (a gradient with respect to the
+    open-loop inputs alone: 1/3 less work per reverse step than with everything)."""
     n, b_controls, dtype = state.x.shape[-2], in_batched[2], state.x.dtype  # (the state: its start is in starts)
     alpha = ADJOINT_ALPHA[type(integrator).__name__] * dt * dt
     stab = integrator.stab(dt)
     w = 0.0 if stab is None else 1.0 / stab
     tol = float(64 * jnp.finfo(state.x.dtype).eps)
     ct_final, ct_traj = cotangents
-    T = n_steps if controls is None else controls.tau.shape[-2]
+    T = controls.tau.shape[-2] if controls is not None and policy is None else n_steps
     K = _block(T)
-    no_input = controls is None
+    no_input = controls is None and policy is None
     if no_input:  # zero inputs, shared
         controls = Control(tau=jnp.zeros((T, n), dtype), F=jnp.zeros((T, n, 2), dtype),
                            a_w=jnp.zeros((T, n, 2), dtype))
         b_controls = jax.tree.map(lambda _: False, controls)
     rows = lambda q: (q[..., 0, :], q[..., 1, :])  # noqa: E731  (K, n, 2, B) -> x and y rows (K, n, B)
+    pts = lambda X, Y: jnp.stack([X.T, Y.T], -1)  # noqa: E731  rows -> (B, n, 2)
     field = lambda q, name: None if q is None else q["xvt".index(name)]  # noqa: E731  (None: a zero cotangent)
+    if policy is not None:  # its arguments for every element; those differentiated, by index
+        consts = [c if b else jnp.broadcast_to(c, (axis_size,) + jnp.shape(c)) for c, b in zip(controls, b_controls)]
+        diff = [i for i in range(len(consts)) if i in inputs_wanted]
+
+    def policy_inputs(d, X, Y, U, V, t):  # the policy's inputs by point, (n, B) rows; d: the differentiated arguments
+        args = list(consts)
+        for i, q in zip(diff, d):
+            args[i] = q
+        c = jax.vmap(policy)(args, State(pts(X, Y), pts(U, V), t))
+        return c.tau.T, c.F[..., 0].T, c.F[..., 1].T, c.a_w[..., 0].T, c.a_w[..., 1].T
+
+    def inputs(c):  # the open-loop inputs of block c, (K, n, B) where batched; None with a policy
+        return None if policy is not None else _input_block(controls, b_controls, c, K)
 
     def advance(s, u):  # one step forward, point-major
-        t = adjoint_terms(chain, *s, u, w, tol)
-        X, Y, U, V = s
-        return (X + dt * U + alpha * t["ax"], Y + dt * V + alpha * t["ay"], U + dt * t["ax"], V + dt * t["ay"]), s
+        X, Y, U, V, t = s
+        u = policy_inputs([consts[i] for i in diff], X, Y, U, V, t) if policy is not None else u
+        terms = adjoint_terms(chain, X, Y, U, V, u, w, tol)
+        return (X + dt * U + alpha * terms["ax"], Y + dt * V + alpha * terms["ay"], U + dt * terms["ax"],
+                V + dt * terms["ay"], t + dt), s
 
-    def forward(s, c):  # K steps from s; the states before each
-        return jax.lax.scan(advance, s, _input_block(controls, b_controls, c, K))
-
-    def block(carry, xs):  # K steps backward, from the state at the block's start (recomputed: checkpointing)
-        start, c = xs
+    def block(carry, c):  # K steps backward, from the state at the block's start (recomputed: checkpointing)
+        back, out = carry
+        x0, v0, t0 = (jax.lax.dynamic_index_in_dim(q, c, 1, keepdims=False) for q in starts)
+        start = (x0[..., 0].T, x0[..., 1].T, v0[..., 0].T, v0[..., 1].T, t0)
         cts = [None if q is None else rows(_time_block(q, True, c, K)) for q in (field(ct_traj, "x"),
                                                                                  field(ct_traj, "v"))]
-        return jax.lax.scan(step, carry, (forward(start, c)[1], _input_block(controls, b_controls, c, K), cts),
-                            reverse=True)
+        u = inputs(c)
+        back, u_bar = jax.lax.scan(step, back, (jax.lax.scan(advance, start, u, length=K)[1], u, cts),
+                                   reverse=True)
+        if policy is None:
+            # the inputs' cotangents written batch first block by block: (K, n, B) -> (B, K, n) in cache (moving
+            # the time axis of the whole (T/K, K, n, B) afterwards is slower: 12 ms per (256, 1000, 6) field)
+            tau, Fx, Fy, awx, awy = (None if q is None else jnp.moveaxis(q, -1, 0) for q in u_bar)
+            new = dict(tau=tau, F=None if Fx is None else jnp.stack([Fx, Fy], -1),
+                       a_w=None if awx is None else jnp.stack([awx, awy], -1))
+            out = {k: jax.lax.dynamic_update_slice_in_dim(q, new[k], c * K, 1) for k, q in out.items()}
+        return (back, out), None
 
     def step(carry, xs):
         (xb, yb, ub, vb), acc = carry
-        (X, Y, U, V), u, cts = xs
+        (X, Y, U, V, t), u, cts = xs
         if cts[0] is not None:
             xb, yb = xb + cts[0][0], yb + cts[0][1]
         if cts[1] is not None:
             ub, vb = ub + cts[1][0], vb + cts[1][1]
-        t = adjoint_terms(chain, X, Y, U, V, u, w, tol)
-        (Xa, Ya, Ua, Va), u_bar, ch = acceleration_adjoint(t, alpha * xb + dt * ub, alpha * yb + dt * vb, w)
+        if policy is not None:
+            u, pull = jax.vjp(policy_inputs, [consts[i] for i in diff], X, Y, U, V, t)
+        terms = adjoint_terms(chain, X, Y, U, V, u, w, tol)
+        (Xa, Ya, Ua, Va), u_bar, ch = acceleration_adjoint(terms, alpha * xb + dt * ub, alpha * yb + dt * vb, w)
         bar = (xb + Xa, yb + Ya, dt * xb + ub + Ua, dt * yb + vb + Va)
-        return (bar, jax.tree.map(jnp.add, acc, ch)), u_bar
+        acc = {k: acc[k] + ch[k] for k in acc if k in CHAIN_FIELDS}
+        if policy is None:
+            return (bar, acc), tuple(q if want else None for q, want in zip(u_bar, wanted_rows))
+        d_bar, *s_bar = pull(u_bar)  # the policy's: into its arguments and the state at the step's start
+        bar = tuple(q + p for q, p in zip(bar, s_bar))
+        return (bar, dict(acc, t=carry[1]["t"] + s_bar[4], args=[q + p for q, p in zip(carry[1]["args"], d_bar)])), None
 
     zeros = lambda k: jnp.zeros((k, axis_size), dtype)  # noqa: E731
     pm = lambda q: (zeros(n),) * 2 if q is None else (q[..., 0].T, q[..., 1].T)  # noqa: E731  (B, n, 2) -> rows
     start = (*pm(field(ct_final, "x")), *pm(field(ct_final, "v")))
-    acc = dict(m=zeros(n), l=zeros(n - 1), g=zeros(n), k_omega=zeros(n), k_v=zeros(n))
-    starts = tuple(jnp.transpose(q[..., i], (1, 2, 0)) for q in starts for i in (0, 1))  # rows (T/K, n, B)
-    (bar, acc), u_bar = jax.lax.scan(block, (start, acc), (starts, jnp.arange(T // K)), reverse=True)
-    pts = lambda X, Y: jnp.stack([X.T, Y.T], -1)  # noqa: E731  rows -> (B, n, 2)
-    t_bar = jnp.zeros((axis_size,), dtype)  # t' = t + dt, and nothing else reads t
+    acc = {k: zeros(n - 1 if k == "l" else n) for k in CHAIN_FIELDS if k in chain_wanted}
+    if policy is not None:  # the policy's share of the time's and its arguments' cotangents, summed over the steps
+        acc.update(t=jnp.zeros((axis_size,), dtype), args=[jnp.zeros_like(consts[i]) for i in diff])
+    wanted_rows = [k in inputs_wanted for k in ("tau", "F", "F", "a_w", "a_w")]  # u_bar: tau, F_x, F_y, a^w_x, a^w_y
+    out = {} if no_input or policy is not None else {
+        k: jnp.zeros((axis_size, T, n) + (() if k == "tau" else (2,)), dtype) for k in INPUT_FIELDS if k in inputs_wanted}
+    ((bar, acc), out), _ = jax.lax.scan(block, ((start, acc), out), jnp.arange(T // K), reverse=True)
+    t_bar = acc.pop("t", jnp.zeros((axis_size,), dtype))  # t' = t + dt: each step passes its cotangent on
     t_bar = t_bar if field(ct_final, "t") is None else t_bar + field(ct_final, "t")
     t_bar = t_bar if field(ct_traj, "t") is None else t_bar + jnp.sum(field(ct_traj, "t"), 1)
     state_bar = (pts(bar[0], bar[1]), pts(bar[2], bar[3]), t_bar)
-    batch_first = lambda q: jnp.moveaxis(q, -1, 0).reshape((axis_size, T) + q.shape[2:-1])  # noqa: E731
-    tau, Fx, Fy, awx, awy = (batch_first(q) for q in u_bar)  # from (T/K, K, n, B)
-    controls_bar = None if no_input else (tau, jnp.stack([Fx, Fy], -1), jnp.stack([awx, awy], -1))
-    chain_bar = {k: acc[k].T for k in ("m", "l", "k_omega", "k_v")}
-    chain_bar["g"] = jnp.sum(acc["g"], 0)
+    if policy is not None:
+        args_bar = dict(zip(diff, acc.pop("args")))
+        controls_bar = [args_bar.get(i) for i in range(len(consts))]
+    else:
+        controls_bar = None if no_input else tuple(out.get(k) for k in INPUT_FIELDS)
+    chain_bar = {k: jnp.sum(q, 0) if k == "g" else q.T for k, q in acc.items()}
     return chain_bar, state_bar, controls_bar

@@ -411,12 +411,15 @@ def section_grad():
     R.add(f"## 3. Reverse-mode gradient cost, {N_LINKS}-link pendulum, 1000 steps, float64\n")
     R.add("loss = Σ x_final² + Σ v_final² after `rollout` (SeedQuantum, dt = 1e-3) from a random state under a random "
           "torque sequence tau (T, n). *forward* = jit(loss); *grad* = jit(grad(loss)) w.r.t. the initial state and "
-          "the whole torque sequence (returns the loss's cotangents, i.e. the forward pass is included). "
+          "the whole torque sequence (returns the loss's cotangents, i.e. the forward pass is included). One copy: "
           "`checkpoint=k` recomputes the forward pass in segments of k steps (k = 1: only the state at each step is "
-          "stored, each step is recomputed once in the reverse pass); without it (*none*) the rollout still stores only "
-          "each step's state and KKT solution and recomputes the elementwise terms around the solve. Batch: the loss "
-          "summed over a vmapped batch of (state, tau). Forward and the three gradients are timed round-robin; the "
-          "ratio is the median of the per-round ratios.\n")
+          "stored, each step is recomputed once in the reverse pass); without it (*none*) the rollout still stores "
+          "only each step's state and KKT solution and recomputes the elementwise terms around the solve. Batch: the "
+          "loss summed over a vmapped batch of (state, tau); *+ chain* also differentiates with respect to the "
+          "chain's arrays (masses, lengths, gravity, damping and drag coefficients); *policy*: the torques are a "
+          "linear feedback tanh(G (x, v)) of the state instead (a (n, 4n) gain G shared by the batch), the gradient "
+          "w.r.t. G, against the forward pass of the same policy rollouts. The cases of a row and their forward "
+          "passes are timed round-robin; the ratio is the median of the per-round ratios.\n")
     T = 1000
     chain = cast_chain(dc.pendulum(N_LINKS), F64)
     n = chain.n
@@ -434,34 +437,18 @@ def section_grad():
         final, _ = roll(ch, s0, u, DT, checkpoint=checkpoint)
         return jnp.sum(final.x ** 2) + jnp.sum(final.v ** 2)
 
-    def array_form(ch, s0, u, dt, checkpoint=None):  # the vmap of the one-chain program, which grad differentiates
-        from diffchain.integrate import _rollout
-        return _rollout(ch, s0, u, dt, None, dc.Recursive(), dc.SeedQuantum(), checkpoint)
+    def policy_loss1(ch, s0, G, roll=dc.rollout):
+        policy = lambda s: dc.Control(tau=jnp.tanh(G @ jnp.concatenate([s.x.ravel(), s.v.ravel()])))  # noqa: E731
+        final, _ = roll(ch, s0, policy, DT, n_steps=T)
+        return jnp.sum(final.x ** 2) + jnp.sum(final.v ** 2)
 
-    rows, res = [], {}
-    for B in (1, 256):
-        s0, tau = make(B)
-        if B == 1:
-            s0 = jax.tree_util.tree_map(lambda a: a[0], s0)
-            tau = tau[0]
-            loss = loss1
-        else:
-            def loss(ch, s, t, checkpoint=None):
-                return jnp.sum(jax.vmap(lambda a, b: loss1(ch, a, b, checkpoint))(s, t))
-        fwd, c_f = compile_fn(lambda ch, s, t: loss(ch, s, t), chain, s0, tau)
-        fns = {"fwd": (fwd, (chain, s0, tau))}
-        if B > 1:  # under vmap the forward pass is diffchain.lean's; the array form's too, for the second ratio
-            fwd_a, _ = compile_fn(lambda ch, s, t: jnp.sum(jax.vmap(lambda a, b: loss1(ch, a, b, roll=array_form))(
-                s, t)), chain, s0, tau)
-            fns["fwd_array"] = (fwd_a, (chain, s0, tau))
-        compile_s = {}
-        for ck in (None, 1, 50):
-            g, compile_s[ck] = compile_fn(jax.grad(lambda s, t, ch: loss(ch, s, t, ck), argnums=(0, 1)), s0, tau, chain)
-            gs, gt = g(s0, tau, chain)
-            assert bool(jnp.all(jnp.isfinite(gt))) and bool(jnp.all(jnp.isfinite(gs.x)))
-            fns[ck] = (g, (s0, tau, chain))
-        # round-robin: one sample of each per round, the ratio is the median of the per-round ratios (bursts of load
-        # from other processes on this shared machine then hit both sides alike)
+    def array_form(ch, s0, u, dt, checkpoint=None, n_steps=None):  # the vmap of the one-chain program
+        from diffchain.integrate import _rollout
+        return _rollout(ch, s0, u, dt, n_steps, dc.Recursive(), dc.SeedQuantum(), checkpoint)
+
+    def timed(fns, ratios):
+        """Round-robin samples of the compiled ``fns`` {key: (f, args)}; medians and the per-round ratios
+        {key: (numerator, denominator)}."""
         samples = {key: [] for key in fns}
         for f, a in fns.values():
             _block(f(*a))
@@ -470,27 +457,57 @@ def section_grad():
                 t0 = time.perf_counter()
                 _block(f(*a))
                 samples[key].append(time.perf_counter() - t0)
-        t_f = statistics.median(samples["fwd"])
-        line = {"B": B, "fwd": t_f, "fwd_compile": c_f}
-        for ck in (None, 1, 50):
-            t_g = statistics.median(samples[ck])
-            ratio = statistics.median(g_ / f_ for g_, f_ in zip(samples[ck], samples["fwd"]))
-            ratio_a = (statistics.median(g_ / f_ for g_, f_ in zip(samples[ck], samples["fwd_array"]))
-                       if "fwd_array" in samples else None)
-            line[ck] = (t_g, compile_s[ck], ratio, ratio_a)
-            print(f"  batch {B}: forward {fmt_t(t_f)}, grad(checkpoint={ck}) {fmt_t(t_g)} -> {ratio:.2f}x "
-                  f"(compile {compile_s[ck]:.1f} s)", flush=True)
-            rows.append([B, "none" if ck is None else f"{ck} steps", fmt_t(t_f), fmt_t(t_g), f"**{ratio:.2f}**",
-                         "–" if ratio_a is None else f"{ratio_a:.2f} ({fmt_t(statistics.median(samples['fwd_array']))})",
-                         f"{c_f:.1f} s / {compile_s[ck]:.1f} s"])
-        res[B] = line
-    R.add(md_table(["batch", "checkpoint", "forward", "forward + reverse (grad)", "grad / forward (target ≤ 3)",
-                    "grad / array-form forward", "compile fwd / grad"], rows))
+        med = {key: statistics.median(v) for key, v in samples.items()}
+        return med, {key: statistics.median(x / y for x, y in zip(samples[a], samples[b]))
+                     for key, (a, b) in ratios.items()}
+
+    rows, res = [], {}
+    s0, tau = make(1)
+    s0, tau = jax.tree_util.tree_map(lambda a: a[0], s0), tau[0]
+    fwd, c_f = compile_fn(loss1, chain, s0, tau)
+    fns, compile_s = {"fwd": (fwd, (chain, s0, tau))}, {}
+    for ck in (None, 1, 50):
+        g, compile_s[ck] = compile_fn(jax.grad(lambda s, t, ch: loss1(ch, s, t, ck), argnums=(0, 1)), s0, tau, chain)
+        fns[ck] = (g, (s0, tau, chain))
+    med, ratio = timed(fns, {ck: (ck, "fwd") for ck in (None, 1, 50)})
+    res[1] = {"fwd": med["fwd"], "fwd_compile": c_f}
+    for ck in (None, 1, 50):
+        res[1][ck] = (med[ck], compile_s[ck], ratio[ck], None)
+        print(f"  batch 1: forward {fmt_t(med['fwd'])}, grad(checkpoint={ck}) {fmt_t(med[ck])} -> {ratio[ck]:.2f}x",
+              flush=True)
+        rows.append([1, "none" if ck is None else f"{ck} steps", fmt_t(med["fwd"]), fmt_t(med[ck]),
+                     f"**{ratio[ck]:.2f}**", "–", f"{c_f:.1f} s / {compile_s[ck]:.1f} s"])
+
+    B = 256
+    s0, tau = make(B)
+    G = jnp.asarray(rng.normal(size=(n, 4 * n)) * 0.1, F64)
+    batched = lambda f, **k: lambda ch, s, t: jnp.sum(jax.vmap(lambda a, b: f(ch, a, b, **k))(s, t))  # noqa: E731
+    shared = lambda f, **k: lambda ch, s, G: jnp.sum(jax.vmap(lambda a: f(ch, a, G, **k))(s))  # noqa: E731
+    fns, compile_s = {}, {}
+    for key, f, x in (("fwd", batched(loss1), tau), ("fwd_array", batched(loss1, roll=array_form), tau),
+                      ("fwd_policy", shared(policy_loss1), G)):
+        fns[key] = (compile_fn(f, chain, s0, x)[0], (chain, s0, x))
+    for key, f, x, argnums in (("inputs", batched(loss1), tau, (1, 2)), ("all", batched(loss1), tau, (0, 1, 2)),
+                               ("policy", shared(policy_loss1), G, 2)):
+        g, compile_s[key] = compile_fn(jax.grad(f, argnums=argnums, allow_int=True), chain, s0, x)
+        fns[key] = (g, (chain, s0, x))
+    med, ratio = timed(fns, {"inputs": ("inputs", "fwd"), "all": ("all", "fwd"), "policy": ("policy", "fwd_policy"),
+                             "inputs_array": ("inputs", "fwd_array")})
+    res[B] = {"fwd": med["fwd"], "fwd_array": med["fwd_array"], "fwd_policy": med["fwd_policy"]}
+    for key, label, f in (("inputs", "state, tau", "fwd"), ("all", "+ chain", "fwd"), ("policy", "policy: G", "fwd_policy")):
+        res[B][key] = (med[key], compile_s[key], ratio[key])
+        print(f"  batch {B} ({label}): forward {fmt_t(med[f])}, grad {fmt_t(med[key])} -> {ratio[key]:.2f}x", flush=True)
+        rows.append([B, label, fmt_t(med[f]), fmt_t(med[key]), f"**{ratio[key]:.2f}**",
+                     f"{ratio['inputs_array']:.2f} ({fmt_t(med['fwd_array'])})" if key == "inputs" else "–",
+                     f"– / {compile_s[key]:.1f} s"])
+    R.add(md_table(["batch", "checkpoint (one copy) / differentiated (batch)", "forward", "forward + reverse (grad)",
+                    "grad / forward (target ≤ 3)", "grad / array-form forward", "compile fwd / grad"], rows))
     R.add("For a batch both passes are `diffchain.lean`'s: the forward pass, and the reverse pass "
-          "(`lean.lean_rollout_vjp`: the Thomas solve differentiated implicitly; the forward pass keeps the state at "
-          "the start of each block of 10 steps, and the reverse pass recomputes each block in cache; `checkpoint` "
-          "does not apply to it). The second ratio is against the forward pass of the array form (the "
-          "`vmap` of the one-chain program, whose derivatives the batch took before), timed in the same rounds.\n")
+          "(`lean.lean_rollout_vjp`: the Thomas solve differentiated implicitly, only the cotangents asked for; the "
+          "forward pass keeps the state at the start of each block of 10 steps, and the reverse pass recomputes each "
+          "block in cache; with a policy, each reverse step pulls the inputs' cotangent back through the policy's "
+          "vjp). The second ratio is against the forward pass of the array form (the `vmap` of the one-chain "
+          "program, whose derivatives the batch took before), timed in the same rounds.\n")
     R.add("")
     return res
 
