@@ -147,7 +147,7 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
                                  [jnp.zeros_like(o) if c is None else c for c, o in zip(cts, leaves)])
         return [c for c, a in zip(jax.tree.leaves(pull(cts)), jax.tree.leaves(args)) if _inexact(a)]
 
-    def batched_vjp(axis_size, in_batched, args, res, cts, wanted):  # under vmap: the lean adjoint (no sliders)
+    def batched_vjp(axis_size, in_batched, args, res, cts, wanted):  # under vmap: the lean adjoint
         axes = jax.tree.map(lambda b: 0 if b else None, tuple(in_batched))
 
         def general(*a):
@@ -161,23 +161,25 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
                 for path, _, _ in leaves]
         want = {k for k, w in zip(keys, wanted) if w}  # the adjoint computes only the cotangents asked for
 
-        def fast(args, res, cts):
+        def fast(args, res, cts, sliders):
             chain_bar, state_bar, inputs_bar = lean.lean_rollout_vjp(
                 axis_size, in_batched, *args, (tuple(cts[:3]), tuple(cts[3:])), dt=dt, n_steps=n_steps,
-                integrator=integrator, starts=res, policy=policy, chain_wanted={k for s, k in want if s == "chain"},
-                inputs_wanted={k for s, k in want if s == "inputs"})
+                integrator=integrator, starts=res, policy=policy, sliders=sliders,
+                chain_wanted={k for s, k in want if s == "chain"}, inputs_wanted={k for s, k in want if s == "inputs"})
             names = ("tau", "F", "a_w") if policy is None else range(len(inputs_bar))
             named = {**{("chain", k): v for k, v in chain_bar.items()}, **dict(zip(
                 [("state", k) for k in "xvt"] + [("inputs", k) for k in names], state_bar + tuple(inputs_bar or ())))}
             zero = lambda a, b: jnp.zeros(jnp.shape(a) if b else (axis_size,) + jnp.shape(a), a.dtype)  # noqa: E731
-            # (the slider lines s, c: no slider on this path)
+            # (the slider lines s, c: zero without sliders)
             return [(named.get(key) if key in named else zero(a, b)) if key in want else None
                     for key, (_, a, b) in zip(keys, leaves)]
 
         # each branch returns its cotangents flat per element, (B, -1): the switch's outputs then have the
         # row-major layout the adjoint writes, instead of the general branch's (time-major T, B, n: two copies)
         flat = lambda f: lambda *a: [None if o is None else o.reshape(axis_size, -1) for o in f(*a)]  # noqa: E731
-        out = jax.lax.switch(jnp.minimum(lean.lean_kind(args[0]), 1), [flat(fast), flat(general)], args, res, cts)
+        branches = [flat(functools.partial(fast, sliders=False)), flat(functools.partial(fast, sliders=True)),
+                    flat(general)]
+        out = jax.lax.switch(lean.lean_kind(args[0]), branches, args, res, cts)
         return [None if o is None else o.reshape((axis_size,) + jnp.shape(a)[1 if b else 0:])
                 for o, (_, a, b) in zip(out, leaves)]
 

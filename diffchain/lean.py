@@ -287,7 +287,7 @@ def lean_rollout(axis_size, in_batched, chain: Chain, state: State, controls, *,
 # form's: 144-495 ms against 166 ms for 256 pendulums x 1000 steps; benchmark-notes.md, session 18.)
 
 ADJOINT_ALPHA = {"SeedQuantum": 0.5, "SemiImplicitEuler": 1.0}  # alpha / dt^2 of the integrators with an adjoint
-CHAIN_FIELDS = ("m", "l", "g", "k_omega", "k_v")  # the chain's arrays with a cotangent (no sliders)
+CHAIN_FIELDS = ("m", "l", "g", "k_omega", "k_v", "s", "c")  # the chain's arrays with a cotangent (s, c: sliders)
 INPUT_FIELDS = ("tau", "F", "a_w")
 
 
@@ -302,10 +302,11 @@ def _pm(a):
     return a[:, None] if jnp.ndim(a) == 1 else a.T
 
 
-def adjoint_terms(chain: Chain, X, Y, U, V, u, w, tol):
+def adjoint_terms(chain: Chain, X, Y, U, V, u, w, tol, sliders=False):
     """The forward quantities that the adjoint of one step reads, on point-major arrays (n, B): the accelerations of
-    :func:`lean_accelerations` (no sliders) with the rod tensions psi and the tridiagonal factors. ``u`` = (tau,
-    F_x, F_y, a^w_x, a^w_y), each (n, B), or (n,) where shared."""
+    :func:`lean_accelerations` with the rod tensions psi and the tridiagonal factors. ``u`` = (tau, F_x, F_y, a^w_x,
+    a^w_y), each (n, B), or (n,) where shared. With ``sliders``, a point on a line has P = I - s s^T / |s|^2 and
+    a0 = s beta / |s|^2 (the same values for a unit normal s, and the KKT form's derivatives with respect to s)."""
     tau, Fx, Fy, awx, awy = (c[:, None] if c.ndim == 1 else c for c in u)
     m, l, g, guided = _pm(chain.m), _pm(chain.l), chain.g, _pm(chain.guided)
     dx, dy, du, dv = (q[1:] - q[:-1] for q in (X, Y, U, V))
@@ -318,62 +319,103 @@ def adjoint_terms(chain: Chain, X, Y, U, V, u, w, tol):
     dtau = (tau[1:] - tau[:-1]) * inv_sq
     Fx = Fx - _to_points(-dy * dtau)
     Fy = Fy - _to_points(dx * dtau) - (g[None] if jnp.ndim(g) else g) * m
-    P = (~guided).astype(m.dtype)
-    Q = P / m
     a0x, a0y = jnp.where(guided, awx, 0.0), jnp.where(guided, awy, 0.0)
-    off = Q[1:-1] * (dx[:-1] * dx[1:] + dy[:-1] * dy[1:])
-    factors = _factor(list(-(Q[:-1] + Q[1:]) * sq), list(off), tol)
-    ux, uy = Q * Fx + a0x, Q * Fy + a0y
+    t = {}
+    if sliders:
+        on = _pm(chain.slider_mask) & ~guided
+        sx, sy, c = _pm(chain.s[..., 0]), _pm(chain.s[..., 1]), _pm(chain.c)
+        inv_q = jnp.where(on, 1.0 / jnp.where(on, sx * sx + sy * sy, 1.0), 0.0)  # 1 / |s|^2 on a line, else 0
+        beta = slider_rhs(sx, sy, c, X, Y, U, V, w)
+        free = (~guided).astype(m.dtype)
+        P = (free - sx * sx * inv_q, -sx * sy * inv_q, free - sy * sy * inv_q)
+        a0x, a0y = a0x + sx * beta * inv_q, a0y + sy * beta * inv_q
+        t = dict(sx=sx, sy=sy, inv_q=inv_q, beta=beta, on=on, X=X, Y=Y)
+
+        def weighted(fx, fy, i=slice(None)):  # P_i f / m_i at the points i
+            return ((P[0][i] * fx + P[1][i] * fy) / m[i], (P[1][i] * fx + P[2][i] * fy) / m[i])
+    else:
+        P = (~guided).astype(m.dtype)
+        Q = P / m
+
+        def weighted(fx, fy, i=slice(None)):
+            return Q[i] * fx, Q[i] * fy
+    # S: diagonal -(d_k^T P_k d_k / m_k + d_k^T P_{k+1} d_k / m_{k+1}), off-diagonal d_k^T P_{k+1} d_{k+1} / m_{k+1}
+    below, above = weighted(dx, dy, slice(None, -1)), weighted(dx, dy, slice(1, None))
+    diag = -(dx * (below[0] + above[0]) + dy * (below[1] + above[1]))
+    off = dx[:-1] * below[0][1:] + dy[:-1] * below[1][1:]
+    factors = _factor(list(diag), list(off), tol)
+    ux, uy = weighted(Fx, Fy)
+    ux, uy = ux + a0x, uy + a0y
     psi = jnp.stack(_solve(factors, list(off), list(E - (dx * (ux[:-1] - ux[1:]) + dy * (uy[:-1] - uy[1:])))))
     Gx, Gy = Fx + _to_points(dx * psi), Fy + _to_points(dy * psi)
-    return dict(U=U, V=V, dx=dx, dy=dy, du=du, dv=dv, pos=pos, inv_sq=inv_sq, rho=rho, ddv=ddv, dtau=dtau, tau=tau,
-                l=l, m=m, g=g, guided=guided, P=P, Q=Q, off=off, factors=factors, psi=psi, Gx=Gx, Gy=Gy,
-                ax=P * Gx / m + a0x, ay=P * Gy / m + a0y)
+    ax, ay = weighted(Gx, Gy)
+    return dict(t, U=U, V=V, dx=dx, dy=dy, du=du, dv=dv, pos=pos, inv_sq=inv_sq, rho=rho, ddv=ddv, dtau=dtau,
+                tau=tau, l=l, m=m, g=g, guided=guided, off=off, factors=factors, psi=psi, Gx=Gx, Gy=Gy,
+                ax=ax + a0x, ay=ay + a0y, weighted=weighted)
 
 
 def acceleration_adjoint(t, abx, aby, w):
     """The cotangents of (X, Y, U, V), of the inputs (tau, F_x, F_y, a^w_x, a^w_y) and of the chain's (m, l, g,
-    k_omega, k_v) for the cotangent abar of the accelerations, from :func:`adjoint_terms` ``t`` (implicit
-    differentiation of the tensions' solve). The residuals R_i = P_i G_i / m_i + a0_i - a_i of the points and
-    R_k = d_k^T (a_k - a_{k+1}) - E_k of the rods vanish; their transposed system has the same tridiagonal matrix
-    (S is symmetric, and a rod with a vanishing pivot drops out alike), so nu is one more solve with the forward's
-    factors, mu_i = -abar_i + d_i nu_i - d_{i-1} nu_{i-1}, and the inputs' cotangent is that of
-    -(mu . R + nu . R_rods) at fixed (a, psi), through the local terms (E_k, the torques' point forces, gravity)
-    by hand."""
-    dx, dy, du, dv, Q = t["dx"], t["dy"], t["du"], t["dv"], t["Q"]
-    Qax, Qay = Q * abx, Q * aby
+    k_omega, k_v; with sliders s and c too) for the cotangent abar of the accelerations, from :func:`adjoint_terms`
+    ``t`` (implicit differentiation of the tensions' solve). The residuals R_i = P_i G_i / m_i + a0_i - a_i of the
+    points and R_k = d_k^T (a_k - a_{k+1}) - E_k of the rods vanish; their transposed system has the same
+    tridiagonal matrix (S is symmetric, and a rod with a vanishing pivot drops out alike), so nu is one more solve
+    with the forward's factors, mu_i = -abar_i + d_i nu_i - d_{i-1} nu_{i-1}, and the inputs' cotangent is that of
+    -(mu . R + nu . R_rods) at fixed (a, psi), through the local terms (E_k, the torques' point forces, gravity;
+    P_i and a0_i of a point on a line) by hand."""
+    dx, dy, du, dv, weighted = t["dx"], t["dy"], t["du"], t["dv"], t["weighted"]
+    Qax, Qay = weighted(abx, aby)
     rhs = -(dx * (Qax[:-1] - Qax[1:]) + dy * (Qay[:-1] - Qay[1:]))
     nu = jnp.stack(_solve(t["factors"], list(t["off"]), list(rhs)))
     mux, muy = -abx - _to_points(dx * nu), -aby - _to_points(dy * nu)
-    Fbx, Fby = -Q * mux, -Q * muy  # the applied forces' cotangent
+    Fbx, Fby = weighted(mux, muy)
+    Fbx, Fby = -Fbx, -Fby  # the applied forces' cotangent, -P mu / m
     fbx, fby = Fbx[:-1] - Fbx[1:], Fby[:-1] - Fby[1:]  # ... of the torques' force on each rod
     dtau_bar = -dy * fbx + dx * fby
-    inv_sq, rho, ddv, dtau, w2 = t["inv_sq"], t["rho"], t["ddv"], t["dtau"], w * w
+    inv_sq, rho, ddv, dtau, psi, w2 = t["inv_sq"], t["rho"], t["ddv"], t["dtau"], t["psi"], w * w
     ddv_bar = nu * (2.0 * w - 2.0 * ddv * inv_sq)  # E_k's cotangent is nu_k
     inv_sq_bar = dtau_bar * (t["tau"][1:] - t["tau"][:-1]) - nu * ddv * ddv
     half_inv_rho = jnp.where(t["pos"], 0.5 / jnp.where(t["pos"], rho, 1.0), 0.0)
     sq_bar = nu * w2 - inv_sq * inv_sq * inv_sq_bar - nu * t["l"] * w2 * half_inv_rho
-    Dx = -(t["psi"] * Q[1:] * mux[1:] - t["psi"] * Q[:-1] * mux[:-1] + nu * (t["ax"][:-1] - t["ax"][1:]))
-    Dy = -(t["psi"] * Q[1:] * muy[1:] - t["psi"] * Q[:-1] * muy[:-1] + nu * (t["ay"][:-1] - t["ay"][1:]))
+    Dx = psi * (Fbx[1:] - Fbx[:-1]) - nu * (t["ax"][:-1] - t["ax"][1:])
+    Dy = psi * (Fby[1:] - Fby[:-1]) - nu * (t["ay"][:-1] - t["ay"][1:])
     Dx = Dx + dtau * fby + ddv_bar * du + 2.0 * dx * sq_bar
     Dy = Dy - dtau * fbx + ddv_bar * dv + 2.0 * dy * sq_bar
     Du, Dv = 2.0 * nu * du + ddv_bar * dx, 2.0 * nu * dv + ddv_bar * dy
-    rows = (_to_points(Dx), _to_points(Dy), _to_points(Du), _to_points(Dv))
+    rows = [_to_points(Dx), _to_points(Dy), _to_points(Du), _to_points(Dv)]
     inputs = (_to_points(dtau_bar * inv_sq), Fbx, Fby, jnp.where(t["guided"], -mux, 0.0),
               jnp.where(t["guided"], -muy, 0.0))
-    # the chain: a_i = P_i G_i / m_i (-> mu . P G / m^2), gravity -g m_i, rho_k l_k w^2 in E_k; damping and drag
-    # vanish on these chains, not their derivatives: tau_i - k_omega_i omega^z_i, F_i - k_v_i |v_i| v_i
-    m_bar = t["P"] * (mux * t["Gx"] + muy * t["Gy"]) / (t["m"] * t["m"]) - t["g"] * Fby
+    # the chain: a_i = P_i G_i / m_i (-> mu . P G / m^2 = -Fbar . G / m), gravity -g m_i, rho_k l_k w^2 in E_k;
+    # damping and drag vanish on these chains, not their derivatives: tau_i - k_omega_i omega^z_i,
+    # F_i - k_v_i |v_i| v_i
+    m_bar = -(Fbx * t["Gx"] + Fby * t["Gy"]) / t["m"] - t["g"] * Fby
     omega_z = -_to_points((dx * dv - dy * du) * inv_sq)
     U, V = t["U"], t["V"]
-    return rows, inputs, dict(m=m_bar, l=-nu * rho * w2, g=-t["m"] * Fby, k_omega=-omega_z * inputs[0],
-                              k_v=-_speed(U, V) * (U * Fbx + V * Fby))
+    chain = dict(m=m_bar, l=-nu * rho * w2, g=-t["m"] * Fby, k_omega=-omega_z * inputs[0],
+                 k_v=-_speed(U, V) * (U * Fbx + V * Fby))
+    if "sx" in t:  # a point on a line: P = I - s s^T / q and a0 = s beta / q (q = |s|^2), beta of (s, c, x, v)
+        sx, sy, inv_q, beta, m = t["sx"], t["sy"], t["inv_q"], t["beta"], t["m"]
+        mu_s = (mux * sx + muy * sy) * inv_q  # (mu . s) / q; the cotangent of a0 is -mu
+        G_s = (t["Gx"] * sx + t["Gy"] * sy) * inv_q
+        beta_bar = -mu_s
+        # s through P (P_bar = -mu G^T / m), through a0 = s beta / q and through beta = -(s.x - c) w^2 - 2 (s.v) w
+        k = 2.0 * mu_s * (beta * inv_q - G_s / m)  # the coefficient of s
+        s_bar = [(mu * G_s + G * mu_s) / m - beta * mu * inv_q + k * s_ + beta_bar * (-w2 * x - 2.0 * w * v)
+                 for mu, G, s_, x, v in ((mux, t["Gx"], sx, t["X"], U), (muy, t["Gy"], sy, t["Y"], V))]
+        on = t["on"]
+        chain.update(s=tuple(jnp.where(on, q, 0.0) for q in s_bar), c=jnp.where(on, beta_bar * w2, 0.0))
+        rows[0] = rows[0] - jnp.where(on, beta_bar * w2 * sx, 0.0)
+        rows[1] = rows[1] - jnp.where(on, beta_bar * w2 * sy, 0.0)
+        rows[2] = rows[2] - jnp.where(on, beta_bar * 2.0 * w * sx, 0.0)
+        rows[3] = rows[3] - jnp.where(on, beta_bar * 2.0 * w * sy, 0.0)
+    return tuple(rows), inputs, chain
 
 
 def lean_rollout_vjp(axis_size, in_batched, chain: Chain, state: State, controls, cotangents, *, dt, n_steps,
-                     integrator, starts, policy=None, chain_wanted=CHAIN_FIELDS, inputs_wanted=INPUT_FIELDS):
-    """The cotangents of (``chain``, ``state``, ``controls``) of :func:`lean_rollout` (no sliders; an integrator of
-    ``ADJOINT_ALPHA``) for the ``cotangents`` of its outputs, ((x, v, t) of the final state, (x, v, t) of the
+                     integrator, starts, policy=None, sliders=False, chain_wanted=CHAIN_FIELDS,
+                     inputs_wanted=INPUT_FIELDS):
+    """The cotangents of (``chain``, ``state``, ``controls``) of :func:`lean_rollout` (``sliders`` as there; an
+    integrator of ``ADJOINT_ALPHA``) for the ``cotangents`` of its outputs, ((x, v, t) of the final state, (x, v, t) of the
     trajectory), None where zero. From the states at the start of each block of K steps (:func:`_block`; ``starts``
     = their (x, v, t), (B, T/K, n, 2), (B, T/K, n, 2), (B, T/K), kept by :func:`lean_rollout`), block by block from
     the last, the K states are recomputed (in cache) and the steps run backward (:func:`acceleration_adjoint`):
@@ -386,7 +428,7 @@ def lean_rollout_vjp(axis_size, in_batched, chain: Chain, state: State, controls
     state's cotangent and those of its arguments.
 
     Returns each element's cotangents, batch first, also of inputs that the batch shares: the chain's as a dict by
-    field (those of ``chain_wanted``, a subset of m, l, g, k_omega, k_v), the state's (x, v, t) and the inputs'
+    field (those of ``chain_wanted``, a subset of m, l, g, k_omega, k_v, and with sliders s, c), the state's (x, v, t) and the inputs'
     ((tau, F, a^w) open loop, a list by argument with a policy; None where not in ``inputs_wanted``, the field names
     or argument indices), None without inputs. What is not wanted is not computed (a gradient with respect to the
     open-loop inputs alone: 1/3 less work per reverse step than with everything)."""
@@ -423,7 +465,7 @@ def lean_rollout_vjp(axis_size, in_batched, chain: Chain, state: State, controls
     def advance(s, u):  # one step forward, point-major
         X, Y, U, V, t = s
         u = policy_inputs([consts[i] for i in diff], X, Y, U, V, t) if policy is not None else u
-        terms = adjoint_terms(chain, X, Y, U, V, u, w, tol)
+        terms = adjoint_terms(chain, X, Y, U, V, u, w, tol, sliders)
         return (X + dt * U + alpha * terms["ax"], Y + dt * V + alpha * terms["ay"], U + dt * terms["ax"],
                 V + dt * terms["ay"], t + dt), s
 
@@ -454,10 +496,10 @@ def lean_rollout_vjp(axis_size, in_batched, chain: Chain, state: State, controls
             ub, vb = ub + cts[1][0], vb + cts[1][1]
         if policy is not None:
             u, pull = jax.vjp(policy_inputs, [consts[i] for i in diff], X, Y, U, V, t)
-        terms = adjoint_terms(chain, X, Y, U, V, u, w, tol)
+        terms = adjoint_terms(chain, X, Y, U, V, u, w, tol, sliders)
         (Xa, Ya, Ua, Va), u_bar, ch = acceleration_adjoint(terms, alpha * xb + dt * ub, alpha * yb + dt * vb, w)
         bar = (xb + Xa, yb + Ya, dt * xb + ub + Ua, dt * yb + vb + Va)
-        acc = {k: acc[k] + ch[k] for k in acc if k in CHAIN_FIELDS}
+        acc = {k: jax.tree.map(jnp.add, acc[k], ch[k]) for k in acc if k in CHAIN_FIELDS}
         if policy is None:
             return (bar, acc), tuple(q if want else None for q, want in zip(u_bar, wanted_rows))
         d_bar, *s_bar = pull(u_bar)  # the policy's: into its arguments and the state at the step's start
@@ -467,7 +509,8 @@ def lean_rollout_vjp(axis_size, in_batched, chain: Chain, state: State, controls
     zeros = lambda k: jnp.zeros((k, axis_size), dtype)  # noqa: E731
     pm = lambda q: (zeros(n),) * 2 if q is None else (q[..., 0].T, q[..., 1].T)  # noqa: E731  (B, n, 2) -> rows
     start = (*pm(field(ct_final, "x")), *pm(field(ct_final, "v")))
-    acc = {k: zeros(n - 1 if k == "l" else n) for k in CHAIN_FIELDS if k in chain_wanted}
+    fields = [k for k in CHAIN_FIELDS if k in chain_wanted and (sliders or k not in ("s", "c"))]
+    acc = {k: (zeros(n), zeros(n)) if k == "s" else zeros(n - 1 if k == "l" else n) for k in fields}
     if policy is not None:  # the policy's share of the time's and its arguments' cotangents, summed over the steps
         acc.update(t=jnp.zeros((axis_size,), dtype), args=[jnp.zeros_like(consts[i]) for i in diff])
     wanted_rows = [k in inputs_wanted for k in ("tau", "F", "F", "a_w", "a_w")]  # u_bar: tau, F_x, F_y, a^w_x, a^w_y
@@ -483,5 +526,5 @@ def lean_rollout_vjp(axis_size, in_batched, chain: Chain, state: State, controls
         controls_bar = [args_bar.get(i) for i in range(len(consts))]
     else:
         controls_bar = None if no_input else tuple(out.get(k) for k in INPUT_FIELDS)
-    chain_bar = {k: jnp.sum(q, 0) if k == "g" else q.T for k, q in acc.items()}
+    chain_bar = {k: jnp.sum(q, 0) if k == "g" else pts(*q) if k == "s" else q.T for k, q in acc.items()}
     return chain_bar, state_bar, controls_bar

@@ -418,7 +418,8 @@ def section_grad():
           "loss summed over a vmapped batch of (state, tau); *+ chain* also differentiates with respect to the "
           "chain's arrays (masses, lengths, gravity, damping and drag coefficients); *policy*: the torques are a "
           "linear feedback tanh(G (x, v)) of the state instead (a (n, 4n) gain G shared by the batch), the gradient "
-          "w.r.t. G, against the forward pass of the same policy rollouts. The cases of a row and their forward "
+          "w.r.t. G, against the forward pass of the same policy rollouts; *cart chain*: the same number of points, "
+          "the first on a rail (`cart_chain`, a slider), against its own forward pass. The cases of a row and their forward "
           "passes are timed round-robin; the ratio is the median of the per-round ratios.\n")
     T = 1000
     chain = cast_chain(dc.pendulum(N_LINKS), F64)
@@ -481,20 +482,27 @@ def section_grad():
     B = 256
     s0, tau = make(B)
     G = jnp.asarray(rng.normal(size=(n, 4 * n)) * 0.1, F64)
+    cart = cast_chain(dc.cart_chain(N_LINKS), F64)  # as many points, the first on a rail (a slider)
+    s_cart = jax.vmap(lambda th: dc.from_joint_angles(cart, th))(jnp.asarray(rng.uniform(-1, 1, (B, n - 1)), F64))
     batched = lambda f, **k: lambda ch, s, t: jnp.sum(jax.vmap(lambda a, b: f(ch, a, b, **k))(s, t))  # noqa: E731
     shared = lambda f, **k: lambda ch, s, G: jnp.sum(jax.vmap(lambda a: f(ch, a, G, **k))(s))  # noqa: E731
     fns, compile_s = {}, {}
-    for key, f, x in (("fwd", batched(loss1), tau), ("fwd_array", batched(loss1, roll=array_form), tau),
-                      ("fwd_policy", shared(policy_loss1), G)):
-        fns[key] = (compile_fn(f, chain, s0, x)[0], (chain, s0, x))
-    for key, f, x, argnums in (("inputs", batched(loss1), tau, (1, 2)), ("all", batched(loss1), tau, (0, 1, 2)),
-                               ("policy", shared(policy_loss1), G, 2)):
-        g, compile_s[key] = compile_fn(jax.grad(f, argnums=argnums, allow_int=True), chain, s0, x)
-        fns[key] = (g, (chain, s0, x))
+    for key, f, args in (("fwd", batched(loss1), (chain, s0, tau)),
+                         ("fwd_array", batched(loss1, roll=array_form), (chain, s0, tau)),
+                         ("fwd_policy", shared(policy_loss1), (chain, s0, G)),
+                         ("fwd_cart", batched(loss1), (cart, s_cart, tau))):
+        fns[key] = (compile_fn(f, *args)[0], args)
+    for key, f, args, argnums in (("inputs", batched(loss1), (chain, s0, tau), (1, 2)),
+                                  ("all", batched(loss1), (chain, s0, tau), (0, 1, 2)),
+                                  ("policy", shared(policy_loss1), (chain, s0, G), 2),
+                                  ("cart", batched(loss1), (cart, s_cart, tau), (1, 2))):
+        g, compile_s[key] = compile_fn(jax.grad(f, argnums=argnums, allow_int=True), *args)
+        fns[key] = (g, args)
     med, ratio = timed(fns, {"inputs": ("inputs", "fwd"), "all": ("all", "fwd"), "policy": ("policy", "fwd_policy"),
-                             "inputs_array": ("inputs", "fwd_array")})
-    res[B] = {"fwd": med["fwd"], "fwd_array": med["fwd_array"], "fwd_policy": med["fwd_policy"]}
-    for key, label, f in (("inputs", "state, tau", "fwd"), ("all", "+ chain", "fwd"), ("policy", "policy: G", "fwd_policy")):
+                             "cart": ("cart", "fwd_cart"), "inputs_array": ("inputs", "fwd_array")})
+    res[B] = {k: med[k] for k in ("fwd", "fwd_array", "fwd_policy", "fwd_cart")}
+    for key, label, f in (("inputs", "state, tau", "fwd"), ("all", "+ chain", "fwd"), ("policy", "policy: G", "fwd_policy"),
+                          ("cart", "cart chain (slider): state, tau", "fwd_cart")):
         res[B][key] = (med[key], compile_s[key], ratio[key])
         print(f"  batch {B} ({label}): forward {fmt_t(med[f])}, grad {fmt_t(med[key])} -> {ratio[key]:.2f}x", flush=True)
         rows.append([B, label, fmt_t(med[f]), fmt_t(med[key]), f"**{ratio[key]:.2f}**",

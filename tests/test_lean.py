@@ -201,10 +201,12 @@ ADJOINT_INTEGRATORS = [dc.SeedQuantum(), dc.SemiImplicitEuler()]
 
 
 @pytest.mark.parametrize("integrator", ADJOINT_INTEGRATORS, ids=lambda i: type(i).__name__)
-@pytest.mark.parametrize("n", [2, 5])
-def test_batched_gradients_with_respect_to_everything_are_the_array_forms(n, integrator):
-    # the lean adjoint (lean.lean_rollout_vjp): chains, states and inputs all batched, random free and guided points
-    chains, states, u = batch(n, range(4), sliders=False)
+@pytest.mark.parametrize("n, sliders", [(2, False), (5, False), (5, True)])
+def test_batched_gradients_with_respect_to_everything_are_the_array_forms(n, sliders, integrator):
+    # the lean adjoint (lean.lean_rollout_vjp): chains, states and inputs all batched, random free and guided points,
+    # and points on lines (the chains' s and c differentiated too)
+    chains, states, u = batch(n, range(4), sliders=sliders)
+    assert int(lean.lean_kind(chains)) == int(sliders)
     grad = lambda roll: jax.jit(jax.grad(rollout_loss(roll), argnums=(0, 1, 2), allow_int=True))  # noqa: E731
     got = grad(lambda c, s, u: dc.rollout(c, s, u, DT, integrator=integrator))(chains, states, u)
     want = grad(lambda c, s, u: array_form(c, s, u, integrator))(chains, states, u)
@@ -279,11 +281,11 @@ def test_the_lean_adjoint_is_traced_only_where_it_applies(monkeypatch):
     real = lean.lean_rollout_vjp
     monkeypatch.setattr(lean, "lean_rollout_vjp", lambda *a, **k: calls.append(1) or real(*a, **k))
     chains, states, u = batch(3, range(2))
-    for integrator, expected in ((dc.SeedQuantum(), 1), (dc.SemiImplicitEuler(), 2), (dc.RK4(), 2)):
+    for integrator, expected in ((dc.SeedQuantum(), 2), (dc.SemiImplicitEuler(), 4), (dc.RK4(), 4)):  # 2: sliders
         roll = lambda c, s, u: dc.rollout(c, s, u, DT, integrator=integrator)  # noqa: E731
         jax.make_jaxpr(jax.grad(rollout_loss(roll), argnums=1))(chains, states, u)
         assert len(calls) == expected
     policy = lambda s: dc.Control(n=3)  # noqa: E731  closed loop: the adjoint too
     policy_loss = rollout_loss(lambda c, s, u: dc.rollout(c, s, policy, DT, n_steps=T))
     jax.make_jaxpr(jax.grad(policy_loss, argnums=1))(chains, states, u)
-    assert len(calls) == 3
+    assert len(calls) == 6
