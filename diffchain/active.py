@@ -24,6 +24,8 @@ off-manifold too, as the rod equations of :func:`diffchain.constraints.rod_terms
 """
 from __future__ import annotations
 
+import functools
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -465,21 +467,152 @@ def _schur_sweeps(m, r, L, e, Fe, P, a0, active, alpha, sigma, ell):
     return (with_tau(ax), with_tau(ay)), tau, with_tau(phi)
 
 
+def _small_sweeps(m, r, L, e, Fe, P, a0, active, alpha, sigma, ell, joints=True):
+    """The outputs of :func:`_part_two_sweeps` in the lambda-first form, written out in scalars for a short chain
+    (not in the seed; the same KKT system, so the same accelerations, torques and tensions to round-off).
+
+    With the point constraints a_i = W_i G_i + a0_i (W_i = P_i / m_i) and the forces G_i = F^e_i + sum_q y_q c_{q,i}
+    of the multipliers y = (the rod tensions phi_k, the held joints' torques tau_j) -- rod k pulls point k by
+    -r_k phi_k and point k+1 by r_k phi_k; joint j's torque acts as :func:`diffchain.forces.torque_forces` --, the
+    rows c_q^T a = h_q (rods: r_k^T (a_{k+1} - a_k) = -e_k, held joints: eq. (13) = alpha_j) ask
+        S y = h - c^T u,    S_qp = sum_i c_{q,i}^T W_i c_{p,i},    u_i = W_i F^e_i + a0_i,
+    S symmetric positive semi-definite, with at most 2n - 1 rows, each touching two or three points. It is
+    eliminated in the seed's order (from the terminal end: rod i, then joint i+1, for i = n-1..1, joint 1 last) with
+    the seed's rule for a vanishing pivot: that row's multiplier is 0 -- a rod between two guided points, a joint held
+    by the other constraints, one row too many of a redundant set (seed §12.2 "stiffness"); and a joint whose
+    compliance is at round-off level is not used at all (the test of :func:`root_torque`). Every value that later
+    rows read is a quotient (the pivot rows divided by their pivots), which XLA CPU computes once instead of in each
+    consumer (:mod:`diffchain.lean`)."""
+    n = m.shape[0]
+    dt = m.dtype
+    tol, tol_lock = _tolerance(dt), _lock_tolerance(dt)
+    (rx, ry), (Lx, Ly), (Fx, Fy), (P11, P12, P22), (a0x, a0y) = r, L, Fe, P, a0
+    Wm = jnp.stack([P11, P12, P22]) / m  # P_i / m_i: one buffer of quotients
+    W = [(Wm[0, i], Wm[1, i], Wm[2, i]) for i in range(n)]
+    u = [(W[i][0] * Fx[i] + W[i][1] * Fy[i] + a0x[i], W[i][1] * Fx[i] + W[i][2] * Fy[i] + a0y[i]) for i in range(n)]
+    rod = [(rx[k], ry[k]) for k in range(n - 1)]
+    Lk = [(Lx[k], Ly[k]) for k in range(n - 1)]
+    # the rows: (kind, index, {point: column vector}, right-hand side), in the order of elimination
+    rows = []
+    for i in reversed(range(n - 1)):
+        rows.append(("rod", i, {i: (-rod[i][0], -rod[i][1]), i + 1: rod[i]}, -e[i]))
+        if not joints:  # no joint held (``joints`` False, known at trace time): the rods' rows alone
+            continue
+        j = i + 1
+        col = {j - 1: Lk[j - 1]}
+        col[j] = (-Lk[j - 1][0] - (Lk[j][0] if j < n - 1 else 0.0), -Lk[j - 1][1] - (Lk[j][1] if j < n - 1 else 0.0))
+        if j < n - 1:
+            col[j + 1] = Lk[j]
+        rows.append(("joint", j, col, alpha[j]))
+    if n > 1 and joints:
+        rows.append(("joint", 0, {0: (-Lk[0][0], -Lk[0][1]), 1: Lk[0]}, alpha[0]))
+    nq = len(rows)
+
+    def wdot(i, c, d):  # c^T W_i d
+        w11, w12, w22 = W[i]
+        return c[0] * (w11 * d[0] + w12 * d[1]) + c[1] * (w12 * d[0] + w22 * d[1])
+
+    S = [[None] * nq for _ in range(nq)]
+    for q in range(nq):
+        for p in range(q, nq):
+            shared = [i for i in rows[q][2] if i in rows[p][2]]
+            if shared:
+                S[q][p] = S[p][q] = sum(wdot(i, rows[q][2][i], rows[p][2][i]) for i in shared[1:]) \
+                    + wdot(shared[0], rows[q][2][shared[0]], rows[p][2][shared[0]])
+    b = [rows[q][3] - sum(c[0] * u[i][0] + c[1] * u[i][1] for i, c in rows[q][2].items()) for q in range(nq)]
+    diag = [S[q][q] for q in range(nq)]
+    keep = []
+    for q in range(nq):
+        k = diag[q] > 0
+        if rows[q][0] == "joint":
+            k = active[rows[q][1]] & (diag[q] * ell**2 > tol_lock * sigma)
+        keep.append(k)
+    # forward elimination: row k's entries right of the pivot and its right-hand side divided by the pivot
+    U = [row[:] for row in S]
+    Ur, Ub = [None] * nq, [None] * nq
+    for k in range(nq):
+        piv = U[k][k]
+        # a dropped row divides by inf: its multiplier and its entries in the later rows are 0
+        den = jnp.where(keep[k] & (piv > tol * diag[k]), piv, jnp.inf)
+        cols = [j for j in range(k + 1, nq) if U[k][j] is not None]
+        quot = jnp.stack([U[k][j] for j in cols] + [b[k]]) / den  # one buffer per pivot row
+        Ur[k] = {j: quot[c] for c, j in enumerate(cols)}
+        Ub[k] = quot[-1]
+        for i in range(k + 1, nq):
+            if U[i][k] is None:
+                continue
+            lik = U[i][k]  # = U[k][i] (symmetric)
+            for j, ukj in Ur[k].items():
+                U[i][j] = -lik * ukj if U[i][j] is None else U[i][j] - lik * ukj
+            b[i] = b[i] - lik * Ub[k]
+    y = [None] * nq
+    for k in reversed(range(nq)):
+        t = Ub[k]
+        for j, ukj in Ur[k].items():
+            t = t - ukj * y[j]
+        y[k] = t
+    zero = jnp.zeros((), dt)
+    phi, tau = [zero] * n, [zero] * n
+    G = [[Fx[i], Fy[i]] for i in range(n)]
+    for q, (kind, idx, col, _) in enumerate(rows):
+        if kind == "rod":
+            phi[idx] = y[q]
+        else:
+            tau[idx] = y[q]
+        for i, c in col.items():
+            G[i][0] = G[i][0] + y[q] * c[0]
+            G[i][1] = G[i][1] + y[q] * c[1]
+    ax = jnp.stack([W[i][0] * G[i][0] + W[i][1] * G[i][1] + a0x[i] for i in range(n)])
+    ay = jnp.stack([W[i][1] * G[i][0] + W[i][2] * G[i][1] + a0y[i] for i in range(n)])
+    return (ax, ay), jnp.stack(tau), jnp.stack(phi)
+
+
+SMALL_MAX = 8  # single chains of up to this many points take :func:`_small_sweeps` (above, the scans' compile time)
+
+
+def small_dynamics(chain: Chain, state: State, control: Control, active=None, alpha_w=None, theta_bar=None, stab=None):
+    """(a, phi, tau_w) of :func:`active_dynamics_recursive` by :func:`_small_sweeps` alone, for one short chain
+    outside derivatives (no implicit derivative rule; point masses only). ``active`` None: no joint is held (the
+    rods' rows alone, the Part I accelerations; tau_w = 0)."""
+    n, dt = chain.n, chain.m.dtype
+    joints = active is not None
+    active = _active_mask(chain, active) if joints else jnp.zeros((n,), bool)
+    op, b = kkt_system(chain, state, control, stab)
+    (m, rx, ry, on), P = op[:4], op[8:11]
+    bx, by, br = b[:3]
+    _, _, _, inv_rho, _, _ = links_c(state.x[:, 0], state.x[:, 1])
+    r, L = (rx, ry), (-ry * inv_rho, rx * inv_rho)  # per rod: _small_sweeps reads no terminal rod
+    inv_m = [1.0 / chain.m[i] for i in range(n)]  # scalars, so that the scales fuse into their consumers
+    sigma = functools.reduce(jnp.maximum, inv_m)
+    ell = functools.reduce(jnp.minimum, [chain.l[k] for k in range(n - 1)])
+    alpha = jnp.where(active, active_terms(chain, state, alpha_w, theta_bar, stab), 0.0) if joints else \
+        jnp.zeros((n,), dt)
+    (ax, ay), tau, phi = _small_sweeps(m, r, L, -br, (bx, by), P, point_a0(op, b), active, alpha, sigma, ell, joints)
+    return jnp.stack([ax, ay], -1), jnp.where(on, phi[:-1], -br), jnp.where(active, tau, 0.0)
+
+
 UNROLL_MAX = 5  # a single chain of up to this many points runs the Part II sweeps unrolled (:func:`part_two_sweeps`)
 
 
-SCHUR_SIZES = range(UNROLL_MAX + 1, 9)  # single chains of these sizes take :func:`_schur_sweeps`
+SCHUR_SIZES = range(max(UNROLL_MAX, SMALL_MAX) + 1, 9)  # single chains of these sizes take :func:`_schur_sweeps`
+# (none since the lambda-first form serves up to 8 points: an active-joint call at n = 6 / 8, float64, one chain,
+# 1.9 / 2.9 us against 6.0 / 9.7 us by the Schur form; kept for a SMALL_MAX lowered again)
 
 
 def _one_chain_part_two(*args):
     n = args[0].shape[0]
+    if 1 < n <= SMALL_MAX:
+        return _small_sweeps(*args)
     return _schur_sweeps(*args) if n in SCHUR_SIZES else _part_two_sweeps(*args, unroll=n <= UNROLL_MAX)
 
 
 part_two_sweeps = one_chain_form(_one_chain_part_two, _part_two_sweeps)
 part_two_sweeps.__doc__ = (
-    ":func:`_part_two_sweeps` evaluated on one chain: with ``lax.scan(unroll=True)`` up to ``UNROLL_MAX`` points, by "
-    ":func:`_schur_sweeps` for ``SCHUR_SIZES`` points, the scans otherwise; the scans under ``vmap`` and in "
+    ":func:`_part_two_sweeps` evaluated on one chain: by :func:`_small_sweeps` up to ``SMALL_MAX`` points (a Part II "
+    "step of one chain, float64, at n = 3 / 4 / 5 / 6 / 8: 0.8 / 1.1 / 1.5 / 1.9 / 2.9 us, against 1.7 / 2.6 / 4.5 us "
+    "unrolled and 6.0 / 9.7 us by the Schur form), with ``lax.scan(unroll=True)`` up to "
+    "``UNROLL_MAX`` points, by :func:`_schur_sweeps` for ``SCHUR_SIZES`` points, the scans otherwise; the scans under "
+    "``vmap`` and in "
     "derivatives (:func:`diffchain.batching.one_chain_form`). On one small chain a scan's carry copies and output "
     "stacking dominate; unrolled, XLA fuses each step (one chain, float64, a Part II call with 1, 2, 3, 4 links: 5.6x, "
     "6.3x, 3.4x, 2.5x faster; at 5 links its fusions recompute shared terms so often that it is slower than the scan, "

@@ -848,6 +848,8 @@ def _active_form(n):
     """Which form ``active_dynamics_recursive`` takes on one chain of n points (diffchain.active.part_two_sweeps)."""
     if n in SCHUR_SIZES:
         return "on one chain of this size: Part I plus a Schur complement, `active._schur_sweeps`"
+    if 1 < n <= getattr(dca, "SMALL_MAX", 0):
+        return "on one chain of this size: the lambda-first form written out in scalars, `active._small_sweeps`"
     return "the Part II recursion" + (", unrolled" if n <= dca.UNROLL_MAX else "")
 
 

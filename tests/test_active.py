@@ -16,7 +16,7 @@ from diffchain import active as act
 from strategies import random_problem
 
 SIZES = (1, 3, 5, 7, 13)  # a small menu of n bounds the number of jit compilations (~1.5 s each); on one chain
-# n = 3, 5 run the Part II sweeps unrolled, n = 7 by the Schur complement, n = 1, 13 as scans (active.part_two_sweeps)
+# n = 3, 5, 7 run the lambda-first form (active._small_sweeps), n = 1, 13 the scans (active.part_two_sweeps)
 NO_STAB = float("inf")  # stab = inf is "no PD correction" (1/stab = 0) without retracing for stab = None
 
 rec = jax.jit(lambda c, s, u, on, al, tb, stab: act.active_dynamics_recursive(c, s, u, on, al, tb, stab))
@@ -110,6 +110,49 @@ def test_recursion_equals_kkt(problem, seed, stab, off_manifold):
     assert np.all(np.asarray(t1)[~active] == 0), desc
     free_rod = ~(np.asarray(chain.guided[:-1]) & np.asarray(chain.guided[1:]))
     assert _rel(np.asarray(phi1)[free_rod], np.asarray(phi2)[free_rod]) <= 10 * tol, desc
+
+
+small = jax.jit(lambda c, s, u, on, al, tb, stab: act.small_dynamics(c, s, u, on, al, tb, stab))
+small_part_one = jax.jit(lambda c, s, u, stab: act.small_dynamics(c, s, u, stab=stab))
+
+
+@given(random_problem(sizes=tuple(sorted({2, 3, 4, 6, act.SMALL_MAX}))), st.integers(0, 2**31),
+       st.sampled_from([NO_STAB, 0.05]), st.booleans())
+def test_small_form_equals_kkt(problem, seed, stab, off_manifold):
+    """The lambda-first form of short chains (:func:`diffchain.active.small_dynamics`, what one chain's event quanta
+    and ``part_two_sweeps`` use up to ``SMALL_MAX`` points) == KKT, with random active sets and with none (the rods'
+    rows alone: the Part I solution), at every size it serves."""
+    chain, state, control, desc = problem
+    rng = np.random.default_rng(seed)
+    if off_manifold:
+        state = perturb(chain, state, rng)
+    active = choose_active(chain, state, control, rng, p=rng.uniform())
+    alpha_w, theta_bar = rng.normal(size=chain.n), rng.uniform(-np.pi, np.pi, chain.n)
+    desc += f" active={active.astype(int).tolist()} seed={seed} stab={stab} off={off_manifold}"
+    free_rod = ~(np.asarray(chain.guided[:-1]) & np.asarray(chain.guided[1:]))
+    none = np.zeros(chain.n, bool)
+    for on, (a1, phi1, t1) in ((active, small(chain, state, control, active, alpha_w, theta_bar, stab)),
+                               (none, small_part_one(chain, state, control, stab))):
+        a2, phi2, t2 = kkt(chain, state, control, on, alpha_w, theta_bar, stab)
+        tol = max(1e-10, 1e-16 * kkt_condition(chain, state, control, on))
+        assert _rel(a1, a2) <= tol, desc
+        assert _rel(np.asarray(t1)[on], np.asarray(t2)[on]) <= tol, desc
+        assert np.all(np.asarray(t1)[~on] == 0), desc
+        assert _rel(np.asarray(phi1)[free_rod], np.asarray(phi2)[free_rod]) <= 10 * tol, desc
+
+
+@pytest.mark.parametrize("n,k", [(3, 3), (4, 4), (4, 3), (8, 8), (8, 4)])
+def test_small_form_stiffness(n, k):
+    """Seed §12.2 stiffness (as :func:`test_stiffness_is_finite_and_right`) in the lambda-first form of short
+    chains: a redundant held row drops out, the accelerations are those of the independent rows."""
+    chain, state, control, active, alpha_w = stiff_problem(n, k, seed=n * 10 + k)
+    for solve in (rec, small):
+        a, phi, tau = solve(chain, state, control, active, alpha_w, np.zeros(n), NO_STAB)
+        assert np.all(np.isfinite(a)) and np.all(np.isfinite(phi)) and np.all(np.isfinite(tau))
+        assert np.abs(np.asarray(a)[:k]).max() <= 1e-10 * max(np.abs(np.asarray(a)).max(), 1.0)
+        reduced = choose_active(chain, state, control, np.random.default_rng(0), rtol=1e-8, candidates=active)
+        a_ref, _, _ = kkt(chain, state, control, reduced, alpha_w, np.zeros(n), NO_STAB)
+        assert np.abs(np.asarray(a) - np.asarray(a_ref)).max() <= 1e-9 * max(np.abs(np.asarray(a_ref)).max(), 1.0)
 
 
 def _gradient_of(solver):
