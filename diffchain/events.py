@@ -44,8 +44,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .active import ActiveRecursive, ActiveSolver
-from .batching import rare_cond, scan_until
+from .active import SMALL_MAX, ActiveRecursive, ActiveSolver, small_dynamics
+from .batching import _explicit, one_chain_or, rare_cond, scan_until
 from .forces import external_forces, torque_forces
 from .detection import _angles, _ends_beyond, _finite, _quantum, _slack, detect
 from .geometry import _pad_diff, joint_accelerations, joint_velocities, links
@@ -250,17 +250,49 @@ def constrained_dynamics(chain: Chain, events: Events, es: EventState, x, v, t, 
         a, phi = solver.part_one(ch, s_in, u, stab_in)
         return a, phi, jnp.zeros_like(alpha_w)
 
-    a, phi, tau_w = rare_cond(jnp.any(held), lambda _: solver(ch, s_in, u, held, alpha_w, theta_bar, stab_in),
-                              part_one, None)
+    pointed = jnp.any(ch.guided | chain.slider_mask)
 
-    def reactions(_):
-        _, _, r = links(x)
-        rods = _pad_diff(-r * phi[:, None]) if chain.n > 1 else jnp.zeros_like(a)
-        return _mass_times(chain, a) - external_forces(ch, s_in, u) - rods - torque_forces(x, tau_w)
+    def general(_):
+        a, phi, tau_w = rare_cond(jnp.any(held), lambda _: solver(ch, s_in, u, held, alpha_w, theta_bar, stab_in),
+                                  part_one, None)
 
-    # R vanishes (exactly, instead of to round-off) where no point is guided, stuck or on a line
-    R = rare_cond(jnp.any(ch.guided | chain.slider_mask), reactions, lambda _: jnp.zeros_like(a), None)
-    return a, tau_w, R
+        def reactions(_):
+            _, _, r = links(x)
+            rods = _pad_diff(-r * phi[:, None]) if chain.n > 1 else jnp.zeros_like(a)
+            return _mass_times(chain, a) - external_forces(ch, s_in, u) - rods - torque_forces(x, tau_w)
+
+        # R vanishes (exactly, instead of to round-off) where no point is guided, stuck or on a line
+        R = rare_cond(pointed, reactions, lambda _: jnp.zeros_like(a), None)
+        return a, tau_w, R
+
+    def free(_):  # nothing held, guided, stuck or on a line: the Part I accelerations alone (no tensions needed)
+        return part_one(None)[0], jnp.zeros_like(alpha_w), jnp.zeros((chain.n, 2), x.dtype)
+
+    def small(joints):  # a short chain: the held joints' and the rods' rows solved at once, R from its tensions
+        def branch(_):
+            if joints:
+                a, phi, tau_w = small_dynamics(ch, s_in, u, held, alpha_w, theta_bar, stab_in)
+            else:
+                a, phi, tau_w = small_dynamics(ch, s_in, u, stab=stab_in)
+            _, _, r = links(x)
+            R = _mass_times(chain, a) - external_forces(ch, s_in, u) - _pad_diff(-r * phi[:, None]) \
+                - torque_forces(x, tau_w)
+            return a, tau_w, jnp.where(pointed, R, 0.0)
+        return branch
+
+    run, consts = _explicit(general, None)  # traced once, for both forms
+
+    def one_chain(_):
+        if isinstance(solver, ActiveRecursive) and 1 < chain.n <= SMALL_MAX and not chain.has_links:
+            return jax.lax.switch(jnp.where(jnp.any(held), 2, jnp.where(pointed, 1, 0)),
+                                  [free, small(False), small(True)], None)
+        return jax.lax.cond(jnp.any(held) | pointed, lambda _: run(consts, None), free, None)
+
+    # One chain (outside derivatives): one cond, whose common branch computes no tensions (as operands of the
+    # reactions' cond they cost a recomputation of the sweeps); up to SMALL_MAX points the constrained cases take
+    # the lambda-first solve, whose tensions are cheap (:func:`diffchain.active.small_dynamics`). Batched and in
+    # derivatives: the two rare conds.
+    return one_chain_or(one_chain, lambda _: run(consts, None), None)
 
 
 def _error_estimate(a1, a, h):
@@ -449,9 +481,14 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
                                                                           jnp.maximum(rep0.error, err1)))
     quiet_carry = dict(carry0, es=eqx.tree_at(lambda e: e.state, es_rel, State(x1, v1, t0 + dt)), a=a1, tau_w=tau_w1,
                        R=R1, t=dt, rep=rep1)
-    c = _where(carry0["valid"] & quiet, quiet_carry, carry0)
     last = jnp.arange(events.slots) == events.slots - 1
-    c = scan_until(slot, c, last, lambda c: c["t"] >= dt)
+    done = lambda c: c["t"] >= dt  # noqa: E731
+    trial_ok = carry0["valid"] & quiet
+    # one chain: a cond, so that a quiet quantum neither selects between the two carries nor enters the loop; the
+    # slots are traced once (their jaxpr serves both forms)
+    run, consts = _explicit(lambda c: scan_until(slot, c, last, done), carry0)
+    c = one_chain_or(lambda _: jax.lax.cond(trial_ok, lambda: quiet_carry, lambda: run(consts, carry0)),
+                     lambda _: run(consts, _where(trial_ok, quiet_carry, carry0)), None)
     u = jax.tree_util.tree_map(lambda p, q: p.astype(q.dtype), control, es.control)
     es_out = eqx.tree_at(_cache, c["es"], (c["a"], c["tau_w"], c["R"], u, c["valid"]), is_leaf=_none)
     es_out = eqx.tree_at(lambda e: e.chatter, es_out, es_out.chatter * jnp.exp(-1.0 / events.chatter_window))
