@@ -36,7 +36,7 @@ from .geometry import _pad_diff, link_L, link_omega_c, links_c, wrap_angle
 from .inertia import mass_matrix
 from .model import Chain, Control, State
 from .batching import one_chain_form
-from .recursive import (_abcd_sweeps_c, _kkt_matvec, _pad1, implicit_solve, kkt_system, point_a0,
+from .recursive import (_kkt_matvec, _pad1, implicit_solve, kkt_system, point_a0,
                         point_multipliers, scan_points)
 
 
@@ -416,57 +416,6 @@ def _part_two_sweeps(m, r, L, e, Fe, P, a0, active, alpha, sigma, ell, unroll=Fa
     return active_forward(locks, systems, system1, m, r, L, Fe, P, a0, tau1, unroll)
 
 
-def _held_solve(S, c, on, sigma, ell):
-    """tau with (S tau)_i = c_i on the rows ``on``, tau_i = 0 elsewhere; S symmetric positive semi-definite.
-
-    Gaussian elimination in joint order, written out (S is n x n for a short chain). A row is dropped (tau_i = 0) when
-    its compliance S_ii is at round-off level (the joint cannot move, seed §12.2 "stiffness"; the test of
-    :func:`root_torque`) or when its pivot after eliminating the earlier rows is (the constraint repeats earlier ones,
-    e.g. every joint of a run between two stuck points held): the other rows prescribe its motion already, as the
-    seed's rules decide in the recursion. Double-``where`` on every division."""
-    n = S.shape[0]
-    diag = jnp.diagonal(S)
-    keep = list(on & (diag * ell**2 > _lock_tolerance(S.dtype) * sigma))
-    U, c = S, jnp.where(jnp.stack(keep), c, 0.0)
-    later = jnp.arange(n)
-    for k in range(n):
-        keep[k] = keep[k] & (U[k, k] > _tolerance(S.dtype) * diag[k])
-        inv = jnp.where(keep[k], 1.0 / jnp.where(keep[k], U[k, k], 1.0), 0.0)
-        l = jnp.where(later > k, U[:, k] * inv, 0.0)
-        U, c = U - l[:, None] * U[k], c - l * c[k]
-    tau = [None] * n
-    for k in reversed(range(n)):
-        t = c[k] - sum((U[k, j] * tau[j] for j in range(k + 1, n)), jnp.zeros((), S.dtype))
-        tau[k] = jnp.where(keep[k], t / jnp.where(keep[k], U[k, k], 1.0), 0.0)
-    return jnp.stack(tau)
-
-
-def _schur_sweeps(m, r, L, e, Fe, P, a0, active, alpha, sigma, ell):
-    """The outputs of :func:`_part_two_sweeps` by the Part I recursion and a Schur complement on the active rows (not
-    in the seed; the same KKT system, so the same accelerations, torques and tensions to round-off).
-
-    A constraint torque acts like any joint torque and the Part I accelerations are affine in the forces: with a^0
-    the motion without constraint torques and a^j the response to a unit torque at joint j, a = a^0 + sum_j tau_j a^j.
-    All n + 1 columns come from one run of the Part I sweeps (:func:`diffchain.recursive.abcd_sweeps_c` with a row of
-    right-hand sides per point; its backward coefficients do not depend on the forces). The active rows of eq. (13)
-    then ask S tau = alpha - alpha(a^0) with S_ij = alpha_i(a^j), the joints' compliance matrix (:func:`_held_solve`).
-    O(n^2) work in fewer, wider kernels than the Part II sweeps: one chain of 6 points, 1.6x faster (not under vmap,
-    where the Part II sweeps are 2-5x faster)."""
-    n = m.shape[0]
-    wide = lambda q: jnp.broadcast_to(q[:, None], (n, n + 1))  # noqa: E731
-    first = lambda q: jnp.concatenate([q[:, None], jnp.zeros((n, n), q.dtype)], 1)  # noqa: E731  column 0 only
-    dtau = jnp.diff(jnp.eye(n, dtype=m.dtype), axis=0)  # tau_{k+1} - tau_k per link k for a unit torque at each joint
-    unit = (_pad_diff(L[0][:-1, None] * dtau), _pad_diff(L[1][:-1, None] * dtau))  # its point forces (seed §4.2)
-    F = tuple(jnp.concatenate([f[:, None], u], 1) for f, u in zip(Fe, unit))
-    ax, ay, phi = _abcd_sweeps_c(wide(m), wide(r[0]), wide(r[1]), first(e), F[0], F[1], *map(wide, P),
-                                 first(a0[0]), first(a0[1]), unrolled=True)
-    omega_dot = L[0][:-1, None] * (ax[1:] - ax[:-1]) + L[1][:-1, None] * (ay[1:] - ay[:-1])
-    alpha_cols = _pad_diff(omega_dot)  # eq. (13) of every column
-    tau = _held_solve(alpha_cols[:, 1:], alpha - alpha_cols[:, 0], active, sigma, ell)
-    with_tau = lambda q: q[:, 0] + jnp.sum(q[:, 1:] * tau, 1)  # noqa: E731
-    return (with_tau(ax), with_tau(ay)), tau, with_tau(phi)
-
-
 def _small_sweeps(m, r, L, e, Fe, P, a0, active, alpha, sigma, ell, joints=True):
     """The outputs of :func:`_part_two_sweeps` in the lambda-first form, written out in scalars for a short chain
     (not in the seed; the same KKT system, so the same accelerations, torques and tensions to round-off).
@@ -591,32 +540,18 @@ def small_dynamics(chain: Chain, state: State, control: Control, active=None, al
     return jnp.stack([ax, ay], -1), jnp.where(on, phi[:-1], -br), jnp.where(active, tau, 0.0)
 
 
-UNROLL_MAX = 5  # a single chain of up to this many points runs the Part II sweeps unrolled (:func:`part_two_sweeps`)
-
-
-SCHUR_SIZES = range(max(UNROLL_MAX, SMALL_MAX) + 1, 9)  # single chains of these sizes take :func:`_schur_sweeps`
-# (none since the lambda-first form serves up to 8 points: an active-joint call at n = 6 / 8, float64, one chain,
-# 1.9 / 2.9 us against 6.0 / 9.7 us by the Schur form; kept for a SMALL_MAX lowered again)
-
-
 def _one_chain_part_two(*args):
     n = args[0].shape[0]
-    if 1 < n <= SMALL_MAX:
-        return _small_sweeps(*args)
-    return _schur_sweeps(*args) if n in SCHUR_SIZES else _part_two_sweeps(*args, unroll=n <= UNROLL_MAX)
+    return _small_sweeps(*args) if 1 < n <= SMALL_MAX else _part_two_sweeps(*args, unroll=n == 1)
 
 
 part_two_sweeps = one_chain_form(_one_chain_part_two, _part_two_sweeps)
 part_two_sweeps.__doc__ = (
     ":func:`_part_two_sweeps` evaluated on one chain: by :func:`_small_sweeps` up to ``SMALL_MAX`` points (a Part II "
     "step of one chain, float64, at n = 3 / 4 / 5 / 6 / 8: 0.8 / 1.1 / 1.5 / 1.9 / 2.9 us, against 1.7 / 2.6 / 4.5 us "
-    "unrolled and 6.0 / 9.7 us by the Schur form), with ``lax.scan(unroll=True)`` up to "
-    "``UNROLL_MAX`` points, by :func:`_schur_sweeps` for ``SCHUR_SIZES`` points, the scans otherwise; the scans under "
-    "``vmap`` and in "
-    "derivatives (:func:`diffchain.batching.one_chain_form`). On one small chain a scan's carry copies and output "
-    "stacking dominate; unrolled, XLA fuses each step (one chain, float64, a Part II call with 1, 2, 3, 4 links: 5.6x, "
-    "6.3x, 3.4x, 2.5x faster; at 5 links its fusions recompute shared terms so often that it is slower than the scan, "
-    "and the Schur form is 1.6x faster); under ``vmap`` both are slower (unrolled 2.3x at 2 links, Schur 2.3x at 5).")
+    "by the Part II sweeps unrolled and 6.0 / 9.7 us by a Schur complement over the Part I sweeps, the forms it "
+    "replaced), the scans beyond; the scans under ``vmap`` and in derivatives "
+    "(:func:`diffchain.batching.one_chain_form`), where writing a chain out is slower.")
 
 
 active_solve = implicit_solve(_active_swept, _active_complete, _active_matvec,

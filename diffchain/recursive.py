@@ -209,7 +209,7 @@ def _abcd_sweeps_c(m, rx, ry, e, Fx, Fy, p11, p12, p22, a0x, a0y, unrolled=False
         by = n12 * fx + n22 * fy + wy - g * Pry
         return (n11, n12, n22, bx, by), (cx, cy, k, bx, by)
 
-    z = jnp.zeros_like(Fx[0])  # per point a scalar, or a row of right-hand sides (:func:`diffchain.active._schur_sweeps`)
+    z = jnp.zeros_like(Fx[0])  # per point a scalar, or a row of right-hand sides
     _, (cx, cy, k, bx, by) = _sweep(back, (z,) * 5, (m, rx, ry, e, Fx, Fy, p11, p12, p22, a0x, a0y), unrolled,
                                     reverse=True, kept=kept)
 
@@ -243,9 +243,9 @@ def _sweep(step, init, xs, unrolled, reverse=False, kept=False):
     chain a ``jit`` argument) at n = 3, 5, 6, 8 points: 0.66, 1.89, 2.40, 3.35-3.69 us with this choice; dividing at
     n = 3 and 5, 1.23 and 2.07 us (against 0.70 and 1.90 in that run); at n = 6 and 8 a product of each carry with the
     identity matrix (``kept``; exact: one 1 per row), which XLA CPU does not fuse into the slices that read it, took
-    2.96-3.09 and 4.12-4.33 us. With a row of right-hand sides per point (:func:`diffchain.active._schur_sweeps`)
-    fusion wins up to ``ROWS_FUSED_MAX`` points (an active-joint call at 6 / 7 / 8 points: 3.9 / 5.3 / 13 us fused,
-    5.5 / 6.3 / 9.5 us kept), and at 8 points ``kept`` beats the quotients (11.6-11.7 against 12.1-20.6 us). Beyond
+    2.96-3.09 and 4.12-4.33 us. With a row of right-hand sides per point (the active-joint solve's Schur form
+    before session 19) fusion wins up to ``ROWS_FUSED_MAX`` points (an active-joint call at 6 / 7 / 8 points: 3.9 /
+    5.3 / 13 us fused, 5.5 / 6.3 / 9.5 us kept), and at 8 points ``kept`` beats the quotients (11.6-11.7 against 12.1-20.6 us). Beyond
     ``UNROLL_MAX`` points the scan's shorter compile time wins. Under ``vmap`` the scan is kept: written out, the
     batched sweeps were 1.5-2.2x slower (with the quotients too, and so was the scan with them:
     experiments/xla_cpu_loops.py has what it would take to do better)."""

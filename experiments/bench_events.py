@@ -109,7 +109,6 @@ F64 = jnp.float64
 DT = 1e-3
 K_BUDGET = 5             # links of the chain used for the budget / batched / kkt sections and the reading
 PROFILE_SIZES = (5, 20)  # links of the chains of section profile
-SCHUR_SIZES = getattr(dca, "SCHUR_SIZES", ())
 
 
 # ------------------------------------------------------------------------------------------------------------ timing
@@ -846,11 +845,9 @@ def section_profile(single):
 
 def _active_form(n):
     """Which form ``active_dynamics_recursive`` takes on one chain of n points (diffchain.active.part_two_sweeps)."""
-    if n in SCHUR_SIZES:
-        return "on one chain of this size: Part I plus a Schur complement, `active._schur_sweeps`"
-    if 1 < n <= getattr(dca, "SMALL_MAX", 0):
+    if 1 < n <= dca.SMALL_MAX:
         return "on one chain of this size: the lambda-first form written out in scalars, `active._small_sweeps`"
-    return "the Part II recursion" + (", unrolled" if n <= dca.UNROLL_MAX else "")
+    return "the Part II recursion"
 
 
 def reading(single, budget, batched, kkt, prof):
@@ -933,7 +930,7 @@ def reading(single, budget, batched, kkt, prof):
             parts.append(
                 f"At n = {kb + 1} an active-joint call executes {kern['part2'] / kern['part1']:.1f}× as many XLA "
                 f"kernels as a Part I call ({kern['part2']:.0f} vs {kern['part1']:.0f}; "
-                + ("the Part I sweeps for n + 1 right-hand sides and the n x n elimination" if kb + 1 in SCHUR_SIZES
+                + ("the rods' and held joints' rows eliminated in scalars" if kb + 1 <= dca.SMALL_MAX
                    else "12 coefficient groups, degenerate-case rules and locking tests per point instead of 4 groups")
                 + "), and with a few flops per kernel the time follows the kernel count.")
         if pr["one"] > 3.3:
