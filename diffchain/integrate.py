@@ -94,9 +94,8 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
     solution (:func:`diffchain.recursive.kkt_solve`, :func:`diffchain.recursive.link_solve`) and recomputes the
     elementwise terms around it. Under ``vmap``, a rollout of point-mass chains without damping or drag runs the batched
     program of :mod:`diffchain.lean` (the same results to round-off, 4-6x faster on CPU); forward-mode derivatives
-    are those of this one, and so is reverse mode except for batches without sliders (SeedQuantum or
-    SemiImplicitEuler; open-loop controls, none or a policy), whose gradient is :mod:`diffchain.lean`'s adjoint (the
-    same to round-off, 2-4x faster).
+    are those of this one, and so is reverse mode except with SeedQuantum or SemiImplicitEuler (open-loop controls,
+    none or a policy), whose gradient is :mod:`diffchain.lean`'s adjoint (the same to round-off, 1.4-2.5x faster).
     """
     state = check_state(chain, state) if check else state
 
@@ -133,9 +132,12 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
         fast = [functools.partial(lean.lean_rollout, axis_size, in_batched, dt=dt, n_steps=n_steps,
                                   integrator=integrator, policy=policy, sliders=sliders, with_starts=True)
                 for sliders in (False, True)]
-        # the starts flat per element in every branch, so that the switch keeps the lean form's batch-first layout
-        # (the general branch's is time-major: two copies of each otherwise, see batched_vjp)
-        flat = lambda f: lambda *a: (lambda out, st: (out, tuple(q.reshape(axis_size, -1) for q in st)))(*f(*a))  # noqa: E731
+        def flat(f):  # the starts flat per element in every branch, so that the switch keeps the lean form's
+            def g(*args):  # batch-first layout (the general branch's is time-major: two copies each otherwise)
+                out, starts = f(*args)
+                return out, tuple(q.reshape(axis_size, -1) for q in starts)
+            return g
+
         out, starts = jax.lax.switch(lean.lean_kind(chain), [flat(f) for f in fast + [general]], chain, state, inputs)
         tails = (state.x.shape[-2:],) * 2 + ((),)
         return out, tuple(q.reshape((axis_size, -1) + tail) for q, tail in zip(starts, tails))
@@ -171,7 +173,7 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
                 [("state", k) for k in "xvt"] + [("inputs", k) for k in names], state_bar + tuple(inputs_bar or ())))}
             zero = lambda a, b: jnp.zeros(jnp.shape(a) if b else (axis_size,) + jnp.shape(a), a.dtype)  # noqa: E731
             # (the slider lines s, c: zero without sliders)
-            return [(named.get(key) if key in named else zero(a, b)) if key in want else None
+            return [(named[key] if key in named else zero(a, b)) if key in want else None
                     for key, (_, a, b) in zip(keys, leaves)]
 
         # each branch returns its cotangents flat per element, (B, -1): the switch's outputs then have the

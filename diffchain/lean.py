@@ -51,7 +51,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from .constraints import projector, slider_rhs
+from .constraints import slider_rhs
 from .forces import _speed
 from .model import Chain, Control, State
 
@@ -86,13 +86,12 @@ class PointState(eqx.Module):
     t: jax.Array
 
 
-def lean_accelerations(chain: Chain, X, Y, U, V, control, w, sliders=False):
-    """Point accelerations (lists a_x, a_y) of a chain without damping or drag, point by point (module docstring):
-    positions X, Y and velocities U, V indexed by point (lists, or point-major arrays), ``control`` None (no input) or
-    the lists (tau, F_x, F_y, a^w_x, a^w_y) of joint torques, user forces and guided accelerations; w = 1/T of the PD
-    drift correction (0: none). Without ``sliders`` the chain must have none (P_i = beta_i m_i I); with them a point
-    on a line has P_i = I - s_i s_i^T and a0_i = s_i beta (the slider's PD right-hand side, seed §6.3). The chain's
-    arrays may carry a leading batch axis."""
+def lean_accelerations(chain: Chain, X, Y, U, V, control, w):
+    """Point accelerations (lists a_x, a_y) of a chain without sliders, damping or drag, point by point (module
+    docstring): positions X, Y and velocities U, V indexed by point (lists, or point-major arrays), ``control`` None
+    (no input) or the lists (tau, F_x, F_y, a^w_x, a^w_y) of joint torques, user forces and guided accelerations;
+    w = 1/T of the PD drift correction (0: none). P_i = beta_i m_i I, beta_i = 1/m_i free and 0 guided. The chain's
+    arrays may carry a leading batch axis. (With sliders, :func:`adjoint_terms` on point-major arrays is faster.)"""
     n = len(X)  # (chain.n counts a batch axis of the chain's arrays)
     rods = range(n - 1)
     pt = lambda a, i: a[..., i]  # noqa: E731  point i of a per-point array, batched or not
@@ -121,30 +120,11 @@ def lean_accelerations(chain: Chain, X, Y, U, V, control, w, sliders=False):
         F = [(tx[i + 1] - tx[i] + Fx[i], ty[i + 1] - ty[i] + F[i][1] + Fy[i]) for i in range(n)]
         aw = [(jnp.where(pt(chain.guided, i), awx[i], 0.0), jnp.where(pt(chain.guided, i), awy[i], 0.0))
               for i in range(n)]
-    if sliders:  # P_i and a0_i of every point (constraints.projector): a0_i = s_i beta_i on a line
-        P = []
-        for i in range(n):
-            s = chain.s[..., i, 0], chain.s[..., i, 1]
-            beta_s = slider_rhs(*s, pt(chain.c, i), X[i], Y[i], U[i], V[i], w)
-            *P_i, a0x, a0y = projector(pt(chain.guided, i), pt(chain.slider_mask, i), *s, beta_s, *aw[i])
-            P.append(P_i)
-            aw[i] = (a0x, a0y)
-
-    def project(i, fx, fy, m_i=1.0):  # P_i f (/ m_i)
-        if sliders:
-            return (P[i][0] * fx + P[i][1] * fy) / m_i, (P[i][1] * fx + P[i][2] * fy) / m_i
-        return free[i] * fx / m_i, free[i] * fy / m_i
 
     def dot(i, k, j):  # d_k^T P_i d_j / m_i
-        if sliders:
-            px, py = project(i, dx[j], dy[j])
-            return (dx[k] * px + dy[k] * py) / m[i]
         return beta[i] * (sq[k] if k == j else dx[k] * dx[j] + dy[k] * dy[j])
 
-    def weighted(i, fx, fy):  # P_i f / m_i (without sliders a product with beta_i: measured faster)
-        return project(i, fx, fy, m[i]) if sliders else (beta[i] * fx, beta[i] * fy)
-
-    u = [tuple(p + a for p, a in zip(weighted(i, *F[i]), aw[i])) for i in range(n)]
+    u = [(beta[i] * F[i][0] + aw[i][0], beta[i] * F[i][1] + aw[i][1]) for i in range(n)]  # P_i F_i / m_i + a0_i
 
     diag = [-(dot(k, k, k) + dot(k + 1, k, k)) for k in rods]
     off = [dot(k + 1, k, k + 1) for k in rods[:-1]]  # = dot(k + 1, k + 1, k): S is symmetric
@@ -153,8 +133,8 @@ def lean_accelerations(chain: Chain, X, Y, U, V, control, w, sliders=False):
     d = [(0.0, 0.0)] + list(zip(dx, dy)) + [(0.0, 0.0)]
     G = [(F[i][0] + d[i][0] * psi[i] - d[i + 1][0] * psi[i + 1], F[i][1] + d[i][1] * psi[i] - d[i + 1][1] * psi[i + 1])
          for i in range(n)]
-    a = [project(i, *G[i], m[i]) for i in range(n)]
-    return [a[i][0] + aw[i][0] for i in range(n)], [a[i][1] + aw[i][1] for i in range(n)]
+    return ([free[i] * G[i][0] / m[i] + aw[i][0] for i in range(n)],
+            [free[i] * G[i][1] / m[i] + aw[i][1] for i in range(n)])
 
 
 def _factor(diag, off, tol):
@@ -243,17 +223,24 @@ def lean_rollout(axis_size, in_batched, chain: Chain, state: State, controls, *,
     K = _block(T)
     stab = integrator.stab(dt)
     w = 0.0 if stab is None else 1.0 / stab
+    tol = float(64 * jnp.finfo(init.x.X.dtype).eps)
 
-    def body(s, u):
-        if u is not None:  # per point: (B,) where batched, () otherwise
-            u = tuple(tuple(q[i] for i in range(n)) for q in u)
-        if policy is not None:  # the policy of each chain, then the inputs by point: (n, B) arrays
+    def body(s, u):  # u: the inputs by point, (n, B) where batched, (n,) otherwise; None without input
+        if policy is not None:  # the policy of each chain
             axes = [0 if b else None for b in b_controls]
             c = jax.vmap(policy, in_axes=(axes, 0))(controls, State(s.x.stacked(), s.v.stacked(), s.t))
             u = (c.tau.T, c.F[..., 0].T, c.F[..., 1].T, c.a_w[..., 0].T, c.a_w[..., 1].T)
+        if sliders:  # the adjoint's point-major arrays: with sliders 1.7x faster than point by point (notes)
+            u = (jnp.zeros((n,), init.x.X.dtype),) * 5 if u is None else u
 
-        def accel(p):
-            return Points(*map(jnp.stack, lean_accelerations(chain, p.x.X, p.x.Y, p.v.X, p.v.Y, u, w, sliders)))
+            def accel(p):
+                t = adjoint_terms(chain, p.x.X, p.x.Y, p.v.X, p.v.Y, u, w, tol, sliders=True)
+                return Points(t["ax"], t["ay"])
+        else:
+            u = None if u is None else tuple(tuple(q[i] for i in range(n)) for q in u)  # per point: (B,) or ()
+
+            def accel(p):
+                return Points(*map(jnp.stack, lean_accelerations(chain, p.x.X, p.x.Y, p.v.X, p.v.Y, u, w)))
 
         s = integrator(accel, s, dt)
         return s, State(s.x.stacked(), s.v.stacked(), s.t)
@@ -415,12 +402,12 @@ def lean_rollout_vjp(axis_size, in_batched, chain: Chain, state: State, controls
                      integrator, starts, policy=None, sliders=False, chain_wanted=CHAIN_FIELDS,
                      inputs_wanted=INPUT_FIELDS):
     """The cotangents of (``chain``, ``state``, ``controls``) of :func:`lean_rollout` (``sliders`` as there; an
-    integrator of ``ADJOINT_ALPHA``) for the ``cotangents`` of its outputs, ((x, v, t) of the final state, (x, v, t) of the
-    trajectory), None where zero. From the states at the start of each block of K steps (:func:`_block`; ``starts``
-    = their (x, v, t), (B, T/K, n, 2), (B, T/K, n, 2), (B, T/K), kept by :func:`lean_rollout`), block by block from
-    the last, the K states are recomputed (in cache) and the steps run backward (:func:`acceleration_adjoint`):
-    reading a stored trajectory moves more memory than recomputing it (5-link pendulum, 256 copies, 1000 steps:
-    95 against 55 ms).
+    integrator of ``ADJOINT_ALPHA``) for the ``cotangents`` of its outputs, ((x, v, t) of the final state, (x, v, t)
+    of the trajectory), None where zero. From the states at the start of each block of K steps (:func:`_block`;
+    ``starts`` = their (x, v, t), (B, T/K, n, 2), (B, T/K, n, 2), (B, T/K), kept by :func:`lean_rollout`), block by
+    block from the last, the K states are recomputed (in cache) and the steps run backward
+    (:func:`acceleration_adjoint`): reading a stored trajectory moves more memory than recomputing it (5-link
+    pendulum, 256 copies, 1000 steps: 95 against 55 ms).
 
     ``controls`` are open-loop inputs (a :class:`~diffchain.model.Control` with a time axis) or None, or with a
     ``policy(controls, state) -> Control`` (one chain's, as in :func:`lean_rollout`) the policy's arguments (a list):
@@ -428,10 +415,11 @@ def lean_rollout_vjp(axis_size, in_batched, chain: Chain, state: State, controls
     state's cotangent and those of its arguments.
 
     Returns each element's cotangents, batch first, also of inputs that the batch shares: the chain's as a dict by
-    field (those of ``chain_wanted``, a subset of m, l, g, k_omega, k_v, and with sliders s, c), the state's (x, v, t) and the inputs'
-    ((tau, F, a^w) open loop, a list by argument with a policy; None where not in ``inputs_wanted``, the field names
-    or argument indices), None without inputs. What is not wanted is not computed (a gradient with respect to the
-    open-loop inputs alone: 1/3 less work per reverse step than with everything)."""
+    field (those of ``chain_wanted``, a subset of m, l, g, k_omega, k_v, and with sliders s, c), the state's (x, v,
+    t) and the inputs' ((tau, F, a^w) open loop, a list by argument with a policy; None where not in
+    ``inputs_wanted``, the field names or argument indices), None without inputs. What is not wanted is not
+    computed (a gradient with respect to the open-loop inputs alone: 1/3 less work per reverse step than with
+    everything)."""
     n, b_controls, dtype = state.x.shape[-2], in_batched[2], state.x.dtype  # (the state: its start is in starts)
     alpha = ADJOINT_ALPHA[type(integrator).__name__] * dt * dt
     stab = integrator.stab(dt)
@@ -488,7 +476,7 @@ def lean_rollout_vjp(axis_size, in_batched, chain: Chain, state: State, controls
         return (back, out), None
 
     def step(carry, xs):
-        (xb, yb, ub, vb), acc = carry
+        (xb, yb, ub, vb), acc, pol = carry
         (X, Y, U, V, t), u, cts = xs
         if cts[0] is not None:
             xb, yb = xb + cts[0][0], yb + cts[0][1]
@@ -499,30 +487,31 @@ def lean_rollout_vjp(axis_size, in_batched, chain: Chain, state: State, controls
         terms = adjoint_terms(chain, X, Y, U, V, u, w, tol, sliders)
         (Xa, Ya, Ua, Va), u_bar, ch = acceleration_adjoint(terms, alpha * xb + dt * ub, alpha * yb + dt * vb, w)
         bar = (xb + Xa, yb + Ya, dt * xb + ub + Ua, dt * yb + vb + Va)
-        acc = {k: jax.tree.map(jnp.add, acc[k], ch[k]) for k in acc if k in CHAIN_FIELDS}
+        acc = {k: jax.tree.map(jnp.add, acc[k], ch[k]) for k in acc}
         if policy is None:
-            return (bar, acc), tuple(q if want else None for q, want in zip(u_bar, wanted_rows))
+            return (bar, acc, pol), tuple(q if want else None for q, want in zip(u_bar, wanted_rows))
         d_bar, *s_bar = pull(u_bar)  # the policy's: into its arguments and the state at the step's start
         bar = tuple(q + p for q, p in zip(bar, s_bar))
-        return (bar, dict(acc, t=carry[1]["t"] + s_bar[4], args=[q + p for q, p in zip(carry[1]["args"], d_bar)])), None
+        return (bar, acc, (pol[0] + s_bar[4], [q + p for q, p in zip(pol[1], d_bar)])), None
 
     zeros = lambda k: jnp.zeros((k, axis_size), dtype)  # noqa: E731
     pm = lambda q: (zeros(n),) * 2 if q is None else (q[..., 0].T, q[..., 1].T)  # noqa: E731  (B, n, 2) -> rows
     start = (*pm(field(ct_final, "x")), *pm(field(ct_final, "v")))
     fields = [k for k in CHAIN_FIELDS if k in chain_wanted and (sliders or k not in ("s", "c"))]
     acc = {k: (zeros(n), zeros(n)) if k == "s" else zeros(n - 1 if k == "l" else n) for k in fields}
-    if policy is not None:  # the policy's share of the time's and its arguments' cotangents, summed over the steps
-        acc.update(t=jnp.zeros((axis_size,), dtype), args=[jnp.zeros_like(consts[i]) for i in diff])
+    # the policy's share of the time's and its arguments' cotangents, summed over the steps
+    pol = None if policy is None else (jnp.zeros((axis_size,), dtype), [jnp.zeros_like(consts[i]) for i in diff])
     wanted_rows = [k in inputs_wanted for k in ("tau", "F", "F", "a_w", "a_w")]  # u_bar: tau, F_x, F_y, a^w_x, a^w_y
-    out = {} if no_input or policy is not None else {
-        k: jnp.zeros((axis_size, T, n) + (() if k == "tau" else (2,)), dtype) for k in INPUT_FIELDS if k in inputs_wanted}
-    ((bar, acc), out), _ = jax.lax.scan(block, ((start, acc), out), jnp.arange(T // K), reverse=True)
-    t_bar = acc.pop("t", jnp.zeros((axis_size,), dtype))  # t' = t + dt: each step passes its cotangent on
+    shape = lambda k: (axis_size, T, n) + (() if k == "tau" else (2,))  # noqa: E731  an input's, batch first
+    out = {} if no_input or policy is not None else {k: jnp.zeros(shape(k), dtype) for k in INPUT_FIELDS
+                                                     if k in inputs_wanted}
+    ((bar, acc, pol), out), _ = jax.lax.scan(block, ((start, acc, pol), out), jnp.arange(T // K), reverse=True)
+    t_bar = jnp.zeros((axis_size,), dtype) if policy is None else pol[0]  # t' = t + dt: passed on by each step
     t_bar = t_bar if field(ct_final, "t") is None else t_bar + field(ct_final, "t")
     t_bar = t_bar if field(ct_traj, "t") is None else t_bar + jnp.sum(field(ct_traj, "t"), 1)
     state_bar = (pts(bar[0], bar[1]), pts(bar[2], bar[3]), t_bar)
     if policy is not None:
-        args_bar = dict(zip(diff, acc.pop("args")))
+        args_bar = dict(zip(diff, pol[1]))
         controls_bar = [args_bar.get(i) for i in range(len(consts))]
     else:
         controls_bar = None if no_input else tuple(out.get(k) for k in INPUT_FIELDS)
