@@ -228,11 +228,14 @@ def test_batched_gradients_of_shared_arguments_and_of_no_input_are_the_array_for
     assert_same_gradients(got, grad(lambda c, s, u: array_form(c, s, None, n_steps=T))(chain, states, None))
 
 
-@pytest.mark.parametrize("integrator", ADJOINT_INTEGRATORS, ids=lambda i: type(i).__name__)
-def test_batched_gradients_through_a_policy_are_the_array_forms(integrator):
+@pytest.mark.parametrize("integrator, sliders", [(dc.SeedQuantum(), False), (dc.SemiImplicitEuler(), False),
+                                                 (dc.SeedQuantum(), True)], ids=["SeedQuantum", "SemiImplicitEuler",
+                                                                                  "SeedQuantum-sliders"])
+def test_batched_gradients_through_a_policy_are_the_array_forms(integrator, sliders):
     # the lean adjoint pulling each step's input cotangents back through the policy (its arguments: gains shared,
     # offsets per chain), with torques, forces and guided accelerations of the state and of the time
-    chains, states, _ = batch(4, range(4), sliders=False)
+    chains, states, _ = batch(4, range(4), sliders=sliders)
+    assert int(lean.lean_kind(chains)) == int(sliders)
     K, c0 = jnp.asarray([2.0, 0.5]), jnp.linspace(-1.0, 1.0, 4)
 
     def policy(K, c0):
