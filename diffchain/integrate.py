@@ -94,8 +94,9 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
     solution (:func:`diffchain.recursive.kkt_solve`, :func:`diffchain.recursive.link_solve`) and recomputes the
     elementwise terms around it. Under ``vmap``, a rollout of point-mass chains without damping or drag runs the batched
     program of :mod:`diffchain.lean` (the same results to round-off, 4-6x faster on CPU); forward-mode derivatives
-    are those of this one, and so is reverse mode except with SeedQuantum or SemiImplicitEuler (open-loop controls,
-    none or a policy), whose gradient is :mod:`diffchain.lean`'s adjoint (the same to round-off, 1.4-2.5x faster).
+    are those of this one, and so is reverse mode except with SeedQuantum, SemiImplicitEuler or RK4 (open-loop
+    controls, none or a policy), whose gradient is :mod:`diffchain.lean`'s adjoint (the same to round-off, 1.4-3.6x
+    faster).
     """
     state = check_state(chain, state) if check else state
 

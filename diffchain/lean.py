@@ -34,11 +34,12 @@ algorithm does not pivot). Measured on the 5-link pendulum (float32, 4096 copies
 argument): 6.5x the ``vmap`` of the array form (4-6.6x from 2 to 15 links, 256 or 4096 copies;
 ``experiments/bench.py``: 113-129x MJX). A chain with damping or drag takes the array form, and the slider terms are
 compiled in only where a chain has a slider (a ``lax.switch`` on the chains' values, :func:`lean_kind`: the choice is
-made at run time, for the whole batch).
+made at run time, for the whole batch); that program runs on point-major arrays (:func:`adjoint_terms`), which with
+every point's projector written out is 2x faster than point by point.
 
 Derivatives (:func:`diffchain.batching.batch_form`): forward mode is the array form's jvp. Reverse mode of a batch
-without sliders, with open-loop inputs, none or a policy, and an integrator of ``ADJOINT_ALPHA``, is this module's
-adjoint, :func:`lean_rollout_vjp`: the tensions' solve differentiated implicitly -- its transposed system is the same
+with open-loop inputs, none or a policy, and an integrator of ``ADJOINT_ALPHA`` (SeedQuantum, SemiImplicitEuler,
+RK4), is this module's adjoint, :func:`lean_rollout_vjp`: the tensions' solve differentiated implicitly -- its transposed system is the same
 tridiagonal one, S being symmetric, so the adjoint multipliers cost one more Thomas solve with the forward's factors
 --, the local terms' adjoint written by hand on point-major arrays, a policy's by its own ``jax.vjp`` at each step,
 and the steps run backward block by block from recomputed states; it computes only the cotangents that reverse mode
@@ -266,14 +267,15 @@ def lean_rollout(axis_size, in_batched, chain: Chain, state: State, controls, *,
 
 
 # --------------------------------------------------------------------------------------------------- reverse mode
-# The adjoint of a rollout of chains without sliders, damping or drag, for the integrators whose step is
-# x' = x + dt v + alpha a, v' = v + dt a (SeedQuantum: alpha = dt^2/2; SemiImplicitEuler: alpha = dt^2), written by
-# hand on point-major arrays (n, B): rods are rows 0..n-2, and a rod value q reaches the points as q_{i-1} - q_i
+# The adjoint of a rollout of chains without damping or drag, for the integrators whose step is
+# x' = x + dt v + alpha a, v' = v + dt a (SeedQuantum: alpha = dt^2/2; SemiImplicitEuler: alpha = dt^2) and for RK4
+# (four accelerations per step, each with its own adjoint), written by hand on point-major arrays (n, B): rods are rows 0..n-2, and a rod value q reaches the points as q_{i-1} - q_i
 # through one zero-padded copy (:func:`_to_points`), so that every kernel is a plain loop over all points at once.
 # (JAX's reverse mode of the point-by-point program, even with this implicit solve, was no faster than the array
 # form's: 144-495 ms against 166 ms for 256 pendulums x 1000 steps; benchmark-notes.md, session 18.)
 
-ADJOINT_ALPHA = {"SeedQuantum": 0.5, "SemiImplicitEuler": 1.0}  # alpha / dt^2 of the integrators with an adjoint
+ADJOINT_ALPHA = {"SeedQuantum": 0.5, "SemiImplicitEuler": 1.0, "RK4": None}  # the integrators with an adjoint:
+# alpha / dt^2 of the one-acceleration steps
 CHAIN_FIELDS = ("m", "l", "g", "k_omega", "k_v", "s", "c")  # the chain's arrays with a cotangent (s, c: sliders)
 INPUT_FIELDS = ("tau", "F", "a_w")
 
@@ -421,7 +423,8 @@ def lean_rollout_vjp(axis_size, in_batched, chain: Chain, state: State, controls
     computed (a gradient with respect to the open-loop inputs alone: 1/3 less work per reverse step than with
     everything)."""
     n, b_controls, dtype = state.x.shape[-2], in_batched[2], state.x.dtype  # (the state: its start is in starts)
-    alpha = ADJOINT_ALPHA[type(integrator).__name__] * dt * dt
+    rk4 = ADJOINT_ALPHA[type(integrator).__name__] is None
+    alpha = None if rk4 else ADJOINT_ALPHA[type(integrator).__name__] * dt * dt
     stab = integrator.stab(dt)
     w = 0.0 if stab is None else 1.0 / stab
     tol = float(64 * jnp.finfo(state.x.dtype).eps)
@@ -450,12 +453,60 @@ def lean_rollout_vjp(axis_size, in_batched, chain: Chain, state: State, controls
     def inputs(c):  # the open-loop inputs of block c, (K, n, B) where batched; None with a policy
         return None if policy is not None else _input_block(controls, b_controls, c, K)
 
+    def accel(X, Y, U, V, u):
+        return adjoint_terms(chain, X, Y, U, V, u, w, tol, sliders)
+
+    def rk4_stages(X, Y, U, V, u):  # RK4's four stage states (x and v by components) and their terms
+        h = 0.5 * dt
+        stages = [((X, Y), (U, V))]
+        terms = [accel(X, Y, U, V, u)]
+        for c in (h, h, dt):
+            (Xq, Yq), (Uq, Vq) = stages[-1][0], stages[-1][1]
+            a = terms[-1]
+            stages.append(((X + c * Uq, Y + c * Vq), (U + c * a["ax"], V + c * a["ay"])))
+            terms.append(accel(*stages[-1][0], *stages[-1][1], u))
+        return stages, terms
+
     def advance(s, u):  # one step forward, point-major
         X, Y, U, V, t = s
         u = policy_inputs([consts[i] for i in diff], X, Y, U, V, t) if policy is not None else u
-        terms = adjoint_terms(chain, X, Y, U, V, u, w, tol, sliders)
+        if rk4:
+            stages, terms = rk4_stages(X, Y, U, V, u)
+            wsum = lambda q: (q[0] + 2.0 * q[1] + 2.0 * q[2] + q[3]) * (dt / 6.0)  # noqa: E731
+            return (X + wsum([q[1][0] for q in stages]), Y + wsum([q[1][1] for q in stages]),
+                    U + wsum([a["ax"] for a in terms]), V + wsum([a["ay"] for a in terms]), t + dt), s
+        terms = accel(X, Y, U, V, u)
         return (X + dt * U + alpha * terms["ax"], Y + dt * V + alpha * terms["ay"], U + dt * terms["ax"],
                 V + dt * terms["ay"], t + dt), s
+
+    def step_adjoint(X, Y, U, V, u, bar):  # the step's: (its start's bar, the inputs' bar, the chain's bar)
+        xb, yb, ub, vb = bar
+        if not rk4:
+            (Xa, Ya, Ua, Va), u_bar, ch = acceleration_adjoint(accel(X, Y, U, V, u), alpha * xb + dt * ub,
+                                                               alpha * yb + dt * vb, w)
+            return (xb + Xa, yb + Ya, dt * xb + ub + Ua, dt * yb + vb + Va), u_bar, ch
+        # x' = x + dt/6 (v1 + 2 v2 + 2 v3 + v4), v' = v + dt/6 (a1 + 2 a2 + 2 a3 + a4), stage q+1 at
+        # (x + c_q v_q, v + c_q a_q), c = dt/2, dt/2, dt: backward from stage 4
+        _, terms = rk4_stages(X, Y, U, V, u)
+        weight, c = (1.0, 2.0, 2.0, 1.0), (0.5 * dt, 0.5 * dt, dt)
+        start = [xb, yb, ub, vb]  # the cotangent of the step's start, summed over its uses
+        vq_bar = [0.0, 0.0]  # of the stage velocity v_q (x and y)
+        aq_bar = [0.0, 0.0]  # of the stage acceleration a_q, from the later stage's velocity
+        u_bar, ch = None, None
+        for q in reversed(range(4)):
+            # v_q enters x' with weight w_q dt/6 and stage q+1's position with c_q; a_q enters v' and stage q+1's velocity
+            vbar = [weight[q] * dt / 6.0 * b + vq for b, vq in zip((xb, yb), vq_bar)]
+            abar = [weight[q] * dt / 6.0 * b + aq for b, aq in zip((ub, vb), aq_bar)]
+            (Xa, Ya, Ua, Va), uq, chq = acceleration_adjoint(terms[q], abar[0], abar[1], w)
+            # stage q's state: x + c_{q-1} v_{q-1}, v + c_{q-1} a_{q-1} (stage 0: the start itself)
+            xbar, vbar_state = (Xa, Ya), (Ua + vbar[0], Va + vbar[1])
+            start = [start[0] + xbar[0], start[1] + xbar[1], start[2] + vbar_state[0], start[3] + vbar_state[1]]
+            if q:
+                vq_bar = [c[q - 1] * xbar[0], c[q - 1] * xbar[1]]
+                aq_bar = [c[q - 1] * vbar_state[0], c[q - 1] * vbar_state[1]]
+            u_bar = uq if u_bar is None else tuple(p + r for p, r in zip(u_bar, uq))
+            ch = chq if ch is None else jax.tree.map(jnp.add, ch, chq)
+        return tuple(start), u_bar, ch
 
     def block(carry, c):  # K steps backward, from the state at the block's start (recomputed: checkpointing)
         back, out = carry
@@ -484,9 +535,7 @@ def lean_rollout_vjp(axis_size, in_batched, chain: Chain, state: State, controls
             ub, vb = ub + cts[1][0], vb + cts[1][1]
         if policy is not None:
             u, pull = jax.vjp(policy_inputs, [consts[i] for i in diff], X, Y, U, V, t)
-        terms = adjoint_terms(chain, X, Y, U, V, u, w, tol, sliders)
-        (Xa, Ya, Ua, Va), u_bar, ch = acceleration_adjoint(terms, alpha * xb + dt * ub, alpha * yb + dt * vb, w)
-        bar = (xb + Xa, yb + Ya, dt * xb + ub + Ua, dt * yb + vb + Va)
+        bar, u_bar, ch = step_adjoint(X, Y, U, V, u, (xb, yb, ub, vb))
         acc = {k: jax.tree.map(jnp.add, acc[k], ch[k]) for k in acc}
         if policy is None:
             return (bar, acc, pol), tuple(q if want else None for q, want in zip(u_bar, wanted_rows))

@@ -197,7 +197,7 @@ def rollout_loss(roll, in_axes=(0, 0, 0)):
     return loss
 
 
-ADJOINT_INTEGRATORS = [dc.SeedQuantum(), dc.SemiImplicitEuler()]
+ADJOINT_INTEGRATORS = [dc.SeedQuantum(), dc.SemiImplicitEuler(), dc.RK4()]
 
 
 @pytest.mark.parametrize("integrator", ADJOINT_INTEGRATORS, ids=lambda i: type(i).__name__)
@@ -229,8 +229,8 @@ def test_batched_gradients_of_shared_arguments_and_of_no_input_are_the_array_for
 
 
 @pytest.mark.parametrize("integrator, sliders", [(dc.SeedQuantum(), False), (dc.SemiImplicitEuler(), False),
-                                                 (dc.SeedQuantum(), True)], ids=["SeedQuantum", "SemiImplicitEuler",
-                                                                                  "SeedQuantum-sliders"])
+                                                 (dc.RK4(), False), (dc.SeedQuantum(), True)],
+                         ids=["SeedQuantum", "SemiImplicitEuler", "RK4", "SeedQuantum-sliders"])
 def test_batched_gradients_through_a_policy_are_the_array_forms(integrator, sliders):
     # the lean adjoint pulling each step's input cotangents back through the policy (its arguments: gains shared,
     # offsets per chain), with torques, forces and guided accelerations of the state and of the time
@@ -284,11 +284,15 @@ def test_the_lean_adjoint_is_traced_only_where_it_applies(monkeypatch):
     real = lean.lean_rollout_vjp
     monkeypatch.setattr(lean, "lean_rollout_vjp", lambda *a, **k: calls.append(1) or real(*a, **k))
     chains, states, u = batch(3, range(2))
-    for integrator, expected in ((dc.SeedQuantum(), 2), (dc.SemiImplicitEuler(), 4), (dc.RK4(), 4)):  # 2: sliders
+
+    class Heun(dc.SeedQuantum):  # an integrator the adjoint does not know: the array form's reverse mode
+        pass
+
+    for integrator, expected in ((dc.SeedQuantum(), 2), (dc.RK4(), 4), (Heun(), 4)):  # 2: with and without sliders
         roll = lambda c, s, u: dc.rollout(c, s, u, DT, integrator=integrator)  # noqa: E731
         jax.make_jaxpr(jax.grad(rollout_loss(roll), argnums=1))(chains, states, u)
         assert len(calls) == expected
-    policy = lambda s: dc.Control(n=3)  # noqa: E731  closed loop: the adjoint too
+    policy = lambda s: dc.Control(n=3)  # noqa: E731
     policy_loss = rollout_loss(lambda c, s, u: dc.rollout(c, s, policy, DT, n_steps=T))
     jax.make_jaxpr(jax.grad(policy_loss, argnums=1))(chains, states, u)
-    assert len(calls) == 6
+    assert len(calls) == 6  # closed loop: the adjoint too
