@@ -112,12 +112,10 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
         def run(chain, state, consts):
             return plain(chain, state, lambda s: policy(consts, s))
 
-    def batched(axis_size, in_batched, chain, state, inputs):  # under vmap: the lean form where it applies
-        general = jax.vmap(run, in_axes=jax.tree.map(lambda b: 0 if b else None, tuple(in_batched)),
-                           axis_size=axis_size)
+    def batched(axis_size, in_batched, chain, state, inputs):  # under vmap: the lean form
         fast = [functools.partial(lean.lean_rollout, axis_size, in_batched, dt=dt, n_steps=n_steps,
-                                  integrator=integrator, policy=policy, sliders=sliders) for sliders in (False, True)]
-        return jax.lax.switch(lean.lean_kind(chain), fast + [general], chain, state, inputs)
+                                  integrator=integrator, policy=policy, kind=kind) for kind in range(3)]
+        return jax.lax.switch(lean.lean_kind(chain), fast, chain, state, inputs)
 
     K = lean._block(n_steps if n_steps is not None else inputs.tau.shape[-2])
 
@@ -128,20 +126,10 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
                                                                                      (state.t, out[1].t)))
 
     def batched_starts(axis_size, in_batched, chain, state, inputs):
-        general = jax.vmap(run_starts, in_axes=jax.tree.map(lambda b: 0 if b else None, tuple(in_batched)),
-                           axis_size=axis_size)
         fast = [functools.partial(lean.lean_rollout, axis_size, in_batched, dt=dt, n_steps=n_steps,
-                                  integrator=integrator, policy=policy, sliders=sliders, with_starts=True)
-                for sliders in (False, True)]
-        def flat(f):  # the starts flat per element in every branch, so that the switch keeps the lean form's
-            def g(*args):  # batch-first layout (the general branch's is time-major: two copies each otherwise)
-                out, starts = f(*args)
-                return out, tuple(q.reshape(axis_size, -1) for q in starts)
-            return g
-
-        out, starts = jax.lax.switch(lean.lean_kind(chain), [flat(f) for f in fast + [general]], chain, state, inputs)
-        tails = (state.x.shape[-2:],) * 2 + ((),)
-        return out, tuple(q.reshape((axis_size, -1) + tail) for q, tail in zip(starts, tails))
+                                  integrator=integrator, policy=policy, kind=kind, with_starts=True)
+                for kind in range(3)]
+        return jax.lax.switch(lean.lean_kind(chain), fast, chain, state, inputs)
 
     def one_vjp(args, res, cts, wanted):  # one chain: the array form's reverse mode (unwanted cotangents: dead code)
         outputs, pull = jax.vjp(run, *args)
@@ -151,12 +139,6 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
         return [c for c, a in zip(jax.tree.leaves(pull(cts)), jax.tree.leaves(args)) if _inexact(a)]
 
     def batched_vjp(axis_size, in_batched, args, res, cts, wanted):  # under vmap: the lean adjoint
-        axes = jax.tree.map(lambda b: 0 if b else None, tuple(in_batched))
-
-        def general(*a):
-            out = jax.vmap(lambda *b: one_vjp(*b, wanted), in_axes=(axes, 0, 0), axis_size=axis_size)(*a)
-            return [o if w else None for o, w in zip(out, wanted)]
-
         leaves = [(path, a, b) for (path, a), b in zip(jax.tree_util.tree_flatten_with_path(args)[0],
                                                        jax.tree.leaves(in_batched)) if _inexact(a)]
         # (group, field): the chain's and the state's fields, the open-loop inputs' or the policy's argument index
@@ -164,10 +146,10 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
                 for path, _, _ in leaves]
         want = {k for k, w in zip(keys, wanted) if w}  # the adjoint computes only the cotangents asked for
 
-        def fast(args, res, cts, sliders):
+        def fast(args, res, cts, kind):
             chain_bar, state_bar, inputs_bar = lean.lean_rollout_vjp(
                 axis_size, in_batched, *args, (tuple(cts[:3]), tuple(cts[3:])), dt=dt, n_steps=n_steps,
-                integrator=integrator, starts=res, policy=policy, sliders=sliders,
+                integrator=integrator, starts=res, policy=policy, kind=kind,
                 chain_wanted={k for s, k in want if s == "chain"}, inputs_wanted={k for s, k in want if s == "inputs"})
             names = ("tau", "F", "a_w") if policy is None else range(len(inputs_bar))
             named = {**{("chain", k): v for k, v in chain_bar.items()}, **dict(zip(
@@ -177,14 +159,8 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
             return [(named[key] if key in named else zero(a, b)) if key in want else None
                     for key, (_, a, b) in zip(keys, leaves)]
 
-        # each branch returns its cotangents flat per element, (B, -1): the switch's outputs then have the
-        # row-major layout the adjoint writes, instead of the general branch's (time-major T, B, n: two copies)
-        flat = lambda f: lambda *a: [None if o is None else o.reshape(axis_size, -1) for o in f(*a)]  # noqa: E731
-        branches = [flat(functools.partial(fast, sliders=False)), flat(functools.partial(fast, sliders=True)),
-                    flat(general)]
-        out = jax.lax.switch(lean.lean_kind(args[0]), branches, args, res, cts)
-        return [None if o is None else o.reshape((axis_size,) + jnp.shape(a)[1 if b else 0:])
-                for o, (_, a, b) in zip(out, leaves)]
+        branches = [functools.partial(fast, kind=kind) for kind in range(3)]
+        return jax.lax.switch(lean.lean_kind(args[0]), branches, args, res, cts)
 
     adjoint = type(integrator).__name__ in lean.ADJOINT_ALPHA  # else the array form's reverse mode
     reverse = (run_starts, batched_starts, one_vjp, batched_vjp) if adjoint else None

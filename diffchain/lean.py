@@ -180,7 +180,8 @@ def applies(chain: Chain, controls, dt, n_steps, integrator) -> bool:
 
 def lean_kind(chain: Chain):
     """Which program a batch of chains (``chain``'s arrays may carry a batch axis) takes under ``vmap``: 0 the lean form
-    (no slider, damping or drag in any of them), 1 the lean form with sliders, 2 the array form (damping or drag)."""
+    point by point (no slider, damping or drag in any of them), 1 on point-major arrays with sliders, 2 with sliders,
+    damping and drag (the ``kind`` of :func:`adjoint_terms`)."""
     friction = jnp.any(chain.k_omega != 0) | jnp.any(chain.k_v != 0)
     return jnp.where(friction, 2, jnp.where(jnp.any(chain.slider_mask), 1, 0))
 
@@ -204,13 +205,13 @@ def _input_block(controls, b_controls, c, K):
 
 
 def lean_rollout(axis_size, in_batched, chain: Chain, state: State, controls, *, dt, n_steps, integrator,
-                 policy=None, sliders=False, with_starts=False):
+                 policy=None, kind=0, with_starts=False):
     """:func:`diffchain.rollout` of a batch of ``axis_size`` lean chains (:func:`lean_kind`), point by point:
     ``chain``, ``state`` and ``controls`` (a :class:`~diffchain.model.Control` with a time axis, or None) carry a
     leading batch axis where ``in_batched`` (their pytrees of bools) says so, as in a ``custom_vmap`` rule. With a
     ``policy(controls, state) -> Control`` (one chain's), ``controls`` are its explicit arguments instead, and the
     policy acts on each chain's state at the start of every step. Returns (final state, trajectory), batch first, as
-    the ``vmap`` of the array form does. ``sliders``: as in :func:`lean_accelerations`. ``with_starts``: also the
+    the ``vmap`` of the array form does. ``kind``: :func:`lean_kind`'s. ``with_starts``: also the
     positions, velocities and times at the start of each block of K steps (:func:`_block`), (B, T/K, n, 2),
     (B, T/K, n, 2) and (B, T/K), which :func:`lean_rollout_vjp` starts from."""
     n, (_, b_state, b_controls) = state.x.shape[-2], in_batched
@@ -231,11 +232,11 @@ def lean_rollout(axis_size, in_batched, chain: Chain, state: State, controls, *,
             axes = [0 if b else None for b in b_controls]
             c = jax.vmap(policy, in_axes=(axes, 0))(controls, State(s.x.stacked(), s.v.stacked(), s.t))
             u = (c.tau.T, c.F[..., 0].T, c.F[..., 1].T, c.a_w[..., 0].T, c.a_w[..., 1].T)
-        if sliders:  # the adjoint's point-major arrays: with sliders 1.7x faster than point by point (notes)
+        if kind:  # the adjoint's point-major arrays: with sliders 1.7x faster than point by point (notes)
             u = (jnp.zeros((n,), init.x.X.dtype),) * 5 if u is None else u
 
             def accel(p):
-                t = adjoint_terms(chain, p.x.X, p.x.Y, p.v.X, p.v.Y, u, w, tol, sliders=True)
+                t = adjoint_terms(chain, p.x.X, p.x.Y, p.v.X, p.v.Y, u, w, tol, kind)
                 return Points(t["ax"], t["ay"])
         else:
             u = None if u is None else tuple(tuple(q[i] for i in range(n)) for q in u)  # per point: (B,) or ()
@@ -291,11 +292,12 @@ def _pm(a):
     return a[:, None] if jnp.ndim(a) == 1 else a.T
 
 
-def adjoint_terms(chain: Chain, X, Y, U, V, u, w, tol, sliders=False):
+def adjoint_terms(chain: Chain, X, Y, U, V, u, w, tol, kind=0):
     """The forward quantities that the adjoint of one step reads, on point-major arrays (n, B): the accelerations of
     :func:`lean_accelerations` with the rod tensions psi and the tridiagonal factors. ``u`` = (tau, F_x, F_y, a^w_x,
-    a^w_y), each (n, B), or (n,) where shared. With ``sliders``, a point on a line has P = I - s s^T / |s|^2 and
-    a0 = s beta / |s|^2 (the same values for a unit normal s, and the KKT form's derivatives with respect to s)."""
+    a^w_y), each (n, B), or (n,) where shared. ``kind`` (:func:`lean_kind`) 1: sliders, 2: sliders, damping and
+    drag. With sliders, a point on a line has P = I - s s^T / |s|^2 and a0 = s beta / |s|^2 (the same values for a
+    unit normal s, and the KKT form's derivatives with respect to s)."""
     tau, Fx, Fy, awx, awy = (c[:, None] if c.ndim == 1 else c for c in u)
     m, l, g, guided = _pm(chain.m), _pm(chain.l), chain.g, _pm(chain.guided)
     dx, dy, du, dv = (q[1:] - q[:-1] for q in (X, Y, U, V))
@@ -305,12 +307,19 @@ def adjoint_terms(chain: Chain, X, Y, U, V, u, w, tol, sliders=False):
     rho = jnp.where(pos, jnp.sqrt(jnp.where(pos, sq, 1.0)), 0.0)
     ddv = dx * du + dy * dv
     E = du * du + dv * dv - ddv * ddv * inv_sq + (sq - rho * l) * w * w + 2.0 * w * ddv
+    t = {}
+    if kind == 2:  # joint damping -k_omega omega^z and drag -k_v |v| v (seed §4.3), omega^z_i = w_i - w_{i-1}
+        kw, kv = _pm(chain.k_omega), _pm(chain.k_v)
+        omega_z = -_to_points((dx * dv - dy * du) * inv_sq)  # w_k = (d_k x dv_k) / rho_k^2, the links' rates
+        tau = tau - kw * omega_z
+        drag = kv * _speed(U, V)
+        Fx, Fy = Fx - drag * U, Fy - drag * V
+        t = dict(kw=kw, kv=kv)
     dtau = (tau[1:] - tau[:-1]) * inv_sq
     Fx = Fx - _to_points(-dy * dtau)
     Fy = Fy - _to_points(dx * dtau) - (g[None] if jnp.ndim(g) else g) * m
     a0x, a0y = jnp.where(guided, awx, 0.0), jnp.where(guided, awy, 0.0)
-    t = {}
-    if sliders:
+    if kind:
         on = _pm(chain.slider_mask) & ~guided
         sx, sy, c = _pm(chain.s[..., 0]), _pm(chain.s[..., 1]), _pm(chain.c)
         inv_q = jnp.where(on, 1.0 / jnp.where(on, sx * sx + sy * sy, 1.0), 0.0)  # 1 / |s|^2 on a line, else 0
@@ -318,7 +327,7 @@ def adjoint_terms(chain: Chain, X, Y, U, V, u, w, tol, sliders=False):
         free = (~guided).astype(m.dtype)
         P = (free - sx * sx * inv_q, -sx * sy * inv_q, free - sy * sy * inv_q)
         a0x, a0y = a0x + sx * beta * inv_q, a0y + sy * beta * inv_q
-        t = dict(sx=sx, sy=sy, inv_q=inv_q, beta=beta, on=on, X=X, Y=Y)
+        t.update(sx=sx, sy=sy, inv_q=inv_q, beta=beta, on=on, X=X, Y=Y)
 
         def weighted(fx, fy, i=slice(None)):  # P_i f / m_i at the points i
             return ((P[0][i] * fx + P[1][i] * fy) / m[i], (P[1][i] * fx + P[2][i] * fy) / m[i])
@@ -364,6 +373,12 @@ def acceleration_adjoint(t, abx, aby, w):
     inv_sq, rho, ddv, dtau, psi, w2 = t["inv_sq"], t["rho"], t["ddv"], t["dtau"], t["psi"], w * w
     ddv_bar = nu * (2.0 * w - 2.0 * ddv * inv_sq)  # E_k's cotangent is nu_k
     inv_sq_bar = dtau_bar * (t["tau"][1:] - t["tau"][:-1]) - nu * ddv * ddv
+    tau_bar = _to_points(dtau_bar * inv_sq)  # of the torques (the input's, and the damping torques')
+    cross = dx * dv - dy * du  # w_k rho_k^2
+    if "kw" in t:  # damping: -k_omega omega^z in the torques, omega^z_i = w_i - w_{i-1}, w_k = cross_k / rho_k^2
+        oz_bar = -t["kw"] * tau_bar
+        w_bar = oz_bar[:-1] - oz_bar[1:]
+        inv_sq_bar = inv_sq_bar + w_bar * cross
     half_inv_rho = jnp.where(t["pos"], 0.5 / jnp.where(t["pos"], rho, 1.0), 0.0)
     sq_bar = nu * w2 - inv_sq * inv_sq * inv_sq_bar - nu * t["l"] * w2 * half_inv_rho
     Dx = psi * (Fbx[1:] - Fbx[:-1]) - nu * (t["ax"][:-1] - t["ax"][1:])
@@ -371,17 +386,24 @@ def acceleration_adjoint(t, abx, aby, w):
     Dx = Dx + dtau * fby + ddv_bar * du + 2.0 * dx * sq_bar
     Dy = Dy - dtau * fbx + ddv_bar * dv + 2.0 * dy * sq_bar
     Du, Dv = 2.0 * nu * du + ddv_bar * dx, 2.0 * nu * dv + ddv_bar * dy
+    if "kw" in t:
+        Dx, Dy = Dx + w_bar * dv * inv_sq, Dy - w_bar * du * inv_sq
+        Du, Dv = Du - w_bar * dy * inv_sq, Dv + w_bar * dx * inv_sq
     rows = [_to_points(Dx), _to_points(Dy), _to_points(Du), _to_points(Dv)]
-    inputs = (_to_points(dtau_bar * inv_sq), Fbx, Fby, jnp.where(t["guided"], -mux, 0.0),
-              jnp.where(t["guided"], -muy, 0.0))
+    inputs = (tau_bar, Fbx, Fby, jnp.where(t["guided"], -mux, 0.0), jnp.where(t["guided"], -muy, 0.0))
     # the chain: a_i = P_i G_i / m_i (-> mu . P G / m^2 = -Fbar . G / m), gravity -g m_i, rho_k l_k w^2 in E_k;
-    # damping and drag vanish on these chains, not their derivatives: tau_i - k_omega_i omega^z_i,
+    # damping and drag (zero on the chains without them, not their derivatives): tau_i - k_omega_i omega^z_i,
     # F_i - k_v_i |v_i| v_i
     m_bar = -(Fbx * t["Gx"] + Fby * t["Gy"]) / t["m"] - t["g"] * Fby
-    omega_z = -_to_points((dx * dv - dy * du) * inv_sq)
+    omega_z = -_to_points(cross * inv_sq)
     U, V = t["U"], t["V"]
-    chain = dict(m=m_bar, l=-nu * rho * w2, g=-t["m"] * Fby, k_omega=-omega_z * inputs[0],
-                 k_v=-_speed(U, V) * (U * Fbx + V * Fby))
+    speed = _speed(U, V)
+    chain = dict(m=m_bar, l=-nu * rho * w2, g=-t["m"] * Fby, k_omega=-omega_z * tau_bar,
+                 k_v=-speed * (U * Fbx + V * Fby))
+    if "kv" in t:  # drag: d(|v| v)/dv = |v| I + v v^T / |v| (0 at v = 0)
+        vF = (U * Fbx + V * Fby) * jnp.where(speed > 0, 1.0 / jnp.where(speed > 0, speed, 1.0), 0.0)
+        rows[2] = rows[2] - t["kv"] * (speed * Fbx + U * vF)
+        rows[3] = rows[3] - t["kv"] * (speed * Fby + V * vF)
     if "sx" in t:  # a point on a line: P = I - s s^T / q and a0 = s beta / q (q = |s|^2), beta of (s, c, x, v)
         sx, sy, inv_q, beta, m = t["sx"], t["sy"], t["inv_q"], t["beta"], t["m"]
         mu_s = (mux * sx + muy * sy) * inv_q  # (mu . s) / q; the cotangent of a0 is -mu
@@ -401,9 +423,9 @@ def acceleration_adjoint(t, abx, aby, w):
 
 
 def lean_rollout_vjp(axis_size, in_batched, chain: Chain, state: State, controls, cotangents, *, dt, n_steps,
-                     integrator, starts, policy=None, sliders=False, chain_wanted=CHAIN_FIELDS,
+                     integrator, starts, policy=None, kind=0, chain_wanted=CHAIN_FIELDS,
                      inputs_wanted=INPUT_FIELDS):
-    """The cotangents of (``chain``, ``state``, ``controls``) of :func:`lean_rollout` (``sliders`` as there; an
+    """The cotangents of (``chain``, ``state``, ``controls``) of :func:`lean_rollout` (``kind`` as there; an
     integrator of ``ADJOINT_ALPHA``) for the ``cotangents`` of its outputs, ((x, v, t) of the final state, (x, v, t)
     of the trajectory), None where zero. From the states at the start of each block of K steps (:func:`_block`;
     ``starts`` = their (x, v, t), (B, T/K, n, 2), (B, T/K, n, 2), (B, T/K), kept by :func:`lean_rollout`), block by
@@ -454,7 +476,7 @@ def lean_rollout_vjp(axis_size, in_batched, chain: Chain, state: State, controls
         return None if policy is not None else _input_block(controls, b_controls, c, K)
 
     def accel(X, Y, U, V, u):
-        return adjoint_terms(chain, X, Y, U, V, u, w, tol, sliders)
+        return adjoint_terms(chain, X, Y, U, V, u, w, tol, kind)
 
     def rk4_stages(X, Y, U, V, u):  # RK4's four stage states (x and v by components) and their terms
         h = 0.5 * dt
@@ -546,7 +568,7 @@ def lean_rollout_vjp(axis_size, in_batched, chain: Chain, state: State, controls
     zeros = lambda k: jnp.zeros((k, axis_size), dtype)  # noqa: E731
     pm = lambda q: (zeros(n),) * 2 if q is None else (q[..., 0].T, q[..., 1].T)  # noqa: E731  (B, n, 2) -> rows
     start = (*pm(field(ct_final, "x")), *pm(field(ct_final, "v")))
-    fields = [k for k in CHAIN_FIELDS if k in chain_wanted and (sliders or k not in ("s", "c"))]
+    fields = [k for k in CHAIN_FIELDS if k in chain_wanted and (kind or k not in ("s", "c"))]
     acc = {k: (zeros(n), zeros(n)) if k == "s" else zeros(n - 1 if k == "l" else n) for k in fields}
     # the policy's share of the time's and its arguments' cotangents, summed over the steps
     pol = None if policy is None else (jnp.zeros((axis_size,), dtype), [jnp.zeros_like(consts[i]) for i in diff])

@@ -77,12 +77,12 @@ def test_vmap_of_a_rollout_runs_the_lean_program_only_for_lean_chains(monkeypatc
     jax.make_jaxpr(jax.vmap(lambda c, s, u: dc.rollout(c, s, u, DT)))(chains, states, u)
     policy = lambda s: dc.Control(n=3)  # noqa: E731
     jax.make_jaxpr(jax.vmap(lambda c, s: dc.rollout(c, s, policy, DT, n_steps=T)))(chains, states)
-    assert len(calls) == 4  # each: the lean form without and with sliders (a lax.switch on the chains' values)
+    assert len(calls) == 6  # each: the three lean programs (a lax.switch on the chains' values, lean_kind)
     big = dc.pendulum(lean.LEAN_MAX)  # more than LEAN_MAX points, or the KKT solver: the array form
     big_states = jax.vmap(lambda th: dc.from_joint_angles(big, th))(jnp.zeros((2, lean.LEAN_MAX)))
     jax.make_jaxpr(jax.vmap(lambda s: dc.rollout(big, s, None, DT, n_steps=T)))(big_states)
     jax.make_jaxpr(jax.vmap(lambda c, s, u: dc.rollout(c, s, u, DT, solver=dc.KKT())))(chains, states, u)
-    assert len(calls) == 4
+    assert len(calls) == 6
 
 
 def test_lean_rollout_with_a_shared_chain_and_no_input():
@@ -111,18 +111,19 @@ def test_nested_vmap_and_no_drift_correction():
     assert_same_rollout(flat(got), want)
 
 
-def test_chains_with_damping_or_drag_take_the_array_form():
+def test_chains_with_damping_or_drag_are_the_recursions():
+    # the point-major program with damping -k_omega omega^z and drag -k_v |v| v: results and gradients with
+    # respect to everything (k_omega and k_v included)
     chains, states, u = batch(4, range(3))
     for field, value in (("k_omega", 0.3), ("k_v", 0.1)):
-        other = eqx.tree_at(lambda c: getattr(c, field), chains, getattr(chains, field).at[1, 2].set(value))
+        other = eqx.tree_at(lambda c: getattr(c, field), chains, getattr(chains, field).at[:, 1:].set(value))
         assert int(lean.lean_kind(other)) == 2
-        got = jax.vmap(lambda c, s, u: dc.rollout(c, s, u, DT))(other, states, u)
-        want = jax.vmap(lambda c, s, u: array_form(c, s, u))(other, states, u)
-        for p, q in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
-            np.testing.assert_array_equal(p, q)  # the whole batch ran the array form
-        grad = lambda roll: jax.grad(rollout_loss(roll), argnums=(1, 2))  # noqa: E731  ... and its reverse pass
-        assert_same_gradients(grad(lambda c, s, u: dc.rollout(c, s, u, DT))(other, states, u),
-                              grad(array_form)(other, states, u))
+        got = jax.jit(jax.vmap(lambda c, s, u: dc.rollout(c, s, u, DT)))(other, states, u)
+        assert_same_rollout(got, jax.jit(jax.vmap(lambda c, s, u: array_form(c, s, u)))(other, states, u))
+        for integrator in (dc.SeedQuantum(), dc.RK4()):
+            grad = lambda roll: jax.jit(jax.grad(rollout_loss(roll), argnums=(0, 1, 2), allow_int=True))  # noqa: E731
+            assert_same_gradients(grad(lambda c, s, u: dc.rollout(c, s, u, DT, integrator=integrator))(other, states, u),
+                                  grad(lambda c, s, u: array_form(c, s, u, integrator))(other, states, u))
 
 
 def feedback(K, c0):
@@ -288,11 +289,11 @@ def test_the_lean_adjoint_is_traced_only_where_it_applies(monkeypatch):
     class Heun(dc.SeedQuantum):  # an integrator the adjoint does not know: the array form's reverse mode
         pass
 
-    for integrator, expected in ((dc.SeedQuantum(), 2), (dc.RK4(), 4), (Heun(), 4)):  # 2: with and without sliders
+    for integrator, expected in ((dc.SeedQuantum(), 3), (dc.RK4(), 6), (Heun(), 6)):  # 3: lean_kind's programs
         roll = lambda c, s, u: dc.rollout(c, s, u, DT, integrator=integrator)  # noqa: E731
         jax.make_jaxpr(jax.grad(rollout_loss(roll), argnums=1))(chains, states, u)
         assert len(calls) == expected
     policy = lambda s: dc.Control(n=3)  # noqa: E731
     policy_loss = rollout_loss(lambda c, s, u: dc.rollout(c, s, policy, DT, n_steps=T))
     jax.make_jaxpr(jax.grad(policy_loss, argnums=1))(chains, states, u)
-    assert len(calls) == 6  # closed loop: the adjoint too
+    assert len(calls) == 9  # closed loop: the adjoint too
