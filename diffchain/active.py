@@ -416,7 +416,7 @@ def _part_two_sweeps(m, r, L, e, Fe, P, a0, active, alpha, sigma, ell, unroll=Fa
     return active_forward(locks, systems, system1, m, r, L, Fe, P, a0, tau1, unroll)
 
 
-def _small_sweeps(m, r, L, e, Fe, P, a0, active, alpha, sigma, ell, joints=True):
+def _small_sweeps(m, r, L, e, Fe, P, a0, active, alpha, sigma, ell, joints=True, forces=False):
     """The outputs of :func:`_part_two_sweeps` in the lambda-first form, written out in scalars for a short chain
     (not in the seed; the same KKT system, so the same accelerations, torques and tensions to round-off).
 
@@ -513,31 +513,69 @@ def _small_sweeps(m, r, L, e, Fe, P, a0, active, alpha, sigma, ell, joints=True)
             G[i][1] = G[i][1] + y[q] * c[1]
     ax = jnp.stack([W[i][0] * G[i][0] + W[i][1] * G[i][1] + a0x[i] for i in range(n)])
     ay = jnp.stack([W[i][1] * G[i][0] + W[i][2] * G[i][1] + a0y[i] for i in range(n)])
-    return (ax, ay), jnp.stack(tau), jnp.stack(phi)
+    out = (ax, ay), jnp.stack(tau), jnp.stack(phi)
+    return out + (G,) if forces else out  # forces: also G (the points' forces but the point constraints'), scalars
 
 
 SMALL_MAX = 8  # single chains of up to this many points take :func:`_small_sweeps` (above, the scans' compile time)
 
 
-def small_dynamics(chain: Chain, state: State, control: Control, active=None, alpha_w=None, theta_bar=None, stab=None):
+def _small_active_terms(state: State, active, alpha_w, theta_bar, stab, links):
+    """:func:`active_terms` (masked by ``active``) as a list of scalars, one per joint, so that each joint's term
+    fuses into the rows that read it instead of the (n,) arrays' concatenations (``links``: :func:`links_c`)."""
+    n = active.shape[0]
+    dX, dY, _, inv_rho, rx, ry = links
+    U, V = state.v[:, 0], state.v[:, 1]
+    omega, kappa, phi = [], [], []
+    for k in range(n - 1):
+        dU, dV = U[k + 1] - U[k], V[k + 1] - V[k]
+        omega.append(link_omega_c(rx[k], ry[k], inv_rho[k], dU, dV))
+        kappa.append(-2.0 * omega[k] * (rx[k] * dU + ry[k] * dV) * inv_rho[k])
+        phi.append(jnp.arctan2(dY[k], dX[k]) if theta_bar is not None and stab is not None else None)
+
+    def diff(f, j):  # f_j - f_{j-1}, f_{-1} = f_{n-1} = 0 (:func:`diffchain.geometry._pad_diff`)
+        return (f[j] if j < n - 1 else 0.0) - (f[j - 1] if j > 0 else 0.0)
+
+    alpha = []
+    for j in range(n):
+        target = alpha_w[j]
+        if theta_bar is not None and stab is not None:
+            w = _inv(stab)
+            target = target - wrap_angle(diff(phi, j) - theta_bar[j]) * w**2 - 2.0 * diff(omega, j) * w
+        alpha.append(jnp.where(active[j], target - diff(kappa, j), 0.0))
+    return alpha
+
+
+def small_dynamics(chain: Chain, state: State, control: Control, active=None, alpha_w=None, theta_bar=None, stab=None,
+                   reactions=False):
     """(a, phi, tau_w) of :func:`active_dynamics_recursive` by :func:`_small_sweeps` alone, for one short chain
     outside derivatives (no implicit derivative rule; point masses only). ``active`` None: no joint is held (the
-    rods' rows alone, the Part I accelerations; tau_w = 0)."""
+    rods' rows alone, the Part I accelerations; tau_w = 0). ``reactions``: also R = m a - G (n, 2), G the forces on
+    each point other than the point constraints' (external, rods, joint torques): the point constraints' force."""
     n, dt = chain.n, chain.m.dtype
     joints = active is not None
     active = _active_mask(chain, active) if joints else jnp.zeros((n,), bool)
     op, b = kkt_system(chain, state, control, stab)
     (m, rx, ry, on), P = op[:4], op[8:11]
     bx, by, br = b[:3]
-    _, _, _, inv_rho, _, _ = links_c(state.x[:, 0], state.x[:, 1])
+    lk = links_c(state.x[:, 0], state.x[:, 1])
+    inv_rho = lk[3]
     r, L = (rx, ry), (-ry * inv_rho, rx * inv_rho)  # per rod: _small_sweeps reads no terminal rod
     inv_m = [1.0 / chain.m[i] for i in range(n)]  # scalars, so that the scales fuse into their consumers
     sigma = functools.reduce(jnp.maximum, inv_m)
     ell = functools.reduce(jnp.minimum, [chain.l[k] for k in range(n - 1)])
-    alpha = jnp.where(active, active_terms(chain, state, alpha_w, theta_bar, stab), 0.0) if joints else \
-        jnp.zeros((n,), dt)
-    (ax, ay), tau, phi = _small_sweeps(m, r, L, -br, (bx, by), P, point_a0(op, b), active, alpha, sigma, ell, joints)
-    return jnp.stack([ax, ay], -1), jnp.where(on, phi[:-1], -br), jnp.where(active, tau, 0.0)
+    if joints:
+        theta_bar = None if theta_bar is None else _per_joint(chain, theta_bar, "theta_bar")
+        alpha = _small_active_terms(state, active, _per_joint(chain, alpha_w, "alpha_w"), theta_bar, stab, lk)
+    else:
+        alpha = [jnp.zeros((), dt)] * n
+    (ax, ay), tau, phi, G = _small_sweeps(m, r, L, -br, (bx, by), P, point_a0(op, b), active, alpha, sigma, ell,
+                                          joints, forces=True)
+    out = jnp.stack([ax, ay], -1), jnp.where(on, phi[:-1], -br), jnp.where(active, tau, 0.0)
+    if reactions:
+        R = jnp.stack([jnp.stack([m[i] * ax[i] - G[i][0], m[i] * ay[i] - G[i][1]]) for i in range(n)])
+        return out + (R,)
+    return out
 
 
 def _one_chain_part_two(*args):

@@ -273,12 +273,9 @@ def constrained_dynamics(chain: Chain, events: Events, es: EventState, x, v, t, 
     def small(joints):  # a short chain: the held joints' and the rods' rows solved at once, R from its tensions
         def branch(_):
             if joints:
-                a, phi, tau_w = small_dynamics(ch, s_in, u, held, alpha_w, theta_bar, stab_in)
+                a, _, tau_w, R = small_dynamics(ch, s_in, u, held, alpha_w, theta_bar, stab_in, reactions=True)
             else:
-                a, phi, tau_w = small_dynamics(ch, s_in, u, stab=stab_in)
-            _, _, r = links(x)
-            R = _mass_times(chain, a) - external_forces(ch, s_in, u) - _pad_diff(-r * phi[:, None]) \
-                - torque_forces(x, tau_w)
+                a, _, tau_w, R = small_dynamics(ch, s_in, u, stab=stab_in, reactions=True)
             return a, tau_w, jnp.where(pointed, R, 0.0)
         return branch
 
