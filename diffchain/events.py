@@ -50,7 +50,7 @@ from .active import SMALL_MAX, ActiveRecursive, ActiveSolver, small_dynamics
 from .batching import _explicit, one_chain_or, rare_cond, scan_until
 from .forces import external_forces, torque_forces
 from .detection import _angles, _ends_beyond, _finite, _quantum, _slack, detect
-from .geometry import _pad_diff, joint_accelerations, joint_velocities, links
+from .geometry import _pad_diff, joint_accelerations, joint_velocities, links, wrap_angle
 from .inertia import mass_matrix
 from .model import Chain, Control, State, _concrete, _require
 
@@ -314,6 +314,24 @@ def _release_tests(chain: Chain, events: Events, es: EventState, R, tau_w):
     return es.stuck & pull & unlocked[0], es.held & into & unlocked[1]
 
 
+def _limits_crossed_c(events: Events, held, x, x1):
+    """``any(hit_hi | hit_lo)`` of :func:`diffchain.detection._ends_beyond` (a free joint ends beyond a limit) written
+    in scalars for one chain of n >= 2 points: the same operations on each joint's angle."""
+    n = x.shape[0]
+
+    def angles(y):  # wrap(_pad_diff(link_angles(y)))
+        phi = [jnp.arctan2(y[k + 1, 1] - y[k, 1], y[k + 1, 0] - y[k, 0]) for k in range(n - 1)]
+        return [wrap_angle((phi[j] if j < n - 1 else 0.0) - (phi[j - 1] if j > 0 else 0.0)) for j in range(n)]
+
+    out = jnp.zeros((), bool)
+    hi, lo = _finite(events.theta_max), _finite(events.theta_min)
+    for j, (t0, t1) in enumerate(zip(angles(x), angles(x1))):
+        th1 = t0 + wrap_angle(t1 - t0)
+        out = out | (~held[j] & ((jnp.isfinite(events.theta_max[j]) & (th1 > hi[j]))
+                                 | (jnp.isfinite(events.theta_min[j]) & (th1 < lo[j]))))
+    return out
+
+
 def _quiet_trial(chain: Chain, events: Events, es: EventState, a, control: Control, dt, stab, solver):
     """The one slot of a quantum in which nothing happens, written for that case alone: the trial over the whole
     quantum from the cached start accelerations ``a`` (seed §3), its solver call at the end and the error
@@ -325,10 +343,13 @@ def _quiet_trial(chain: Chain, events: Events, es: EventState, a, control: Contr
     h = dt
     x1, v1 = _quantum(x, v, a, h)
     (_, hit), (_, _, hit_hi, hit_lo) = _ends_beyond(chain, events, es, x, x1)
+    # one chain: the angles in scalars, so that the limit test is one kernel (not the (n,) angles' concatenations)
+    limit = one_chain_or(lambda _: _limits_crossed_c(events, es.held, x, x1) if chain.n > 1 else
+                         jnp.any(hit_hi | hit_lo), lambda _: jnp.any(hit_hi | hit_lo), None)
     a1, tau_w, R = constrained_dynamics(chain, events, es, x1, v1, es.state.t, control, stab, False, solver)
     err = _error_estimate(a1, a, h)
-    quiet = (((err <= events.threshold) | (events.max_depth == 0)) & ~jnp.any(hit)
-             & ~jnp.any(jnp.stack((hit_hi, hit_lo) + _release_tests(chain, events, es, R, tau_w))))
+    quiet = (((err <= events.threshold) | (events.max_depth == 0)) & ~jnp.any(hit) & ~limit
+             & ~jnp.any(jnp.stack(_release_tests(chain, events, es, R, tau_w))))
     return x1, v1, (a1, tau_w, R), err, quiet
 
 
@@ -368,10 +389,15 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
         jax.tree_util.tree_leaves(control), jax.tree_util.tree_leaves(es.control)) if p is not q],
         es.fresh.astype(bool))
     # the slots carry the event masks only; the cache fields are set again at the end
-    es_rel, rep0, (rel_c, rel_l) = release(eqx.tree_at(_cache, es, (None,) * 5), report0, es.R, es.tau_w, hit)
-    released = jnp.any(rel_c) | jnp.any(rel_l)
-    carry0 = dict(es=es_rel, a=es.a, tau_w=es.tau_w, R=es.R, valid=hit & ~released, t=jnp.zeros((), dtype),
-                  level=zi, rep=rep0, left=jnp.stack([rel_c, rel_l]), kick=jnp.zeros((), bool))
+    es0 = eqx.tree_at(_cache, es, (None,) * 5)
+
+    def start(_):  # the slots' first carry: the release test at the start
+        es_rel, rep0, (rel_c, rel_l) = release(es0, report0, es.R, es.tau_w, hit)
+        released = jnp.any(rel_c) | jnp.any(rel_l)
+        return dict(es=es_rel, a=es.a, tau_w=es.tau_w, R=es.R, valid=hit & ~released, t=jnp.zeros((), dtype),
+                    level=zi, rep=rep0, left=jnp.stack([rel_c, rel_l]), kick=jnp.zeros((), bool))
+
+    carry0 = start(None)
 
     def cut(c, h):
         """Detect the first event of the sub-quantum [t, t + h] (seed §7, §12.1) and build the state at it, with the
@@ -477,22 +503,30 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
 
     # most quanta are quiet: there the quiet trial's result is what the first slot gives; elsewhere the slots run the
     # quantum from its start (scan_until, see the module docstring)
-    x1, v1, (a1, tau_w1, R1), err1, quiet = _quiet_trial(chain, events, es_rel, es.a, control, dt, stab, solver)
-    rep1 = eqx.tree_at(lambda r: (r.slots, r.substeps, r.error), rep0, (rep0.slots + 1, rep0.substeps + 1,
-                                                                          jnp.maximum(rep0.error, err1)))
-    quiet_carry = dict(carry0, es=eqx.tree_at(lambda e: e.state, es_rel, State(x1, v1, t0 + dt)), a=a1, tau_w=tau_w1,
-                       R=R1, t=dt, rep=rep1)
+    # the trial starts from es itself: where it is taken nothing was released at the start, so es is the carry's
+    x1, v1, (a1, tau_w1, R1), err1, quiet = _quiet_trial(chain, events, es0, es.a, control, dt, stab, solver)
+    rep1 = eqx.tree_at(lambda r: (r.slots, r.substeps, r.error), report0, (report0.slots + 1, report0.substeps + 1,
+                                                                            jnp.maximum(report0.error, err1)))
+    quiet_carry = dict(carry0, es=eqx.tree_at(lambda e: e.state, es0, State(x1, v1, t0 + dt)), a=a1, tau_w=tau_w1,
+                       R=R1, t=dt, rep=rep1, valid=jnp.ones((), bool), left=jnp.zeros_like(carry0["left"]))
     last = jnp.arange(events.slots) == events.slots - 1
     done = lambda c: c["t"] >= dt  # noqa: E731
-    trial_ok = carry0["valid"] & quiet
-    # one chain: a cond, so that a quiet quantum neither selects between the two carries nor enters the loop; the
-    # slots are traced once (their jaxpr serves both forms)
+    rel_c, rel_l = _release_tests(chain, events, es0, es.R, es.tau_w)
+    trial_ok = hit & ~(jnp.any(rel_c) | jnp.any(rel_l)) & quiet  # = carry0["valid"] & quiet
+    decay = jnp.exp(-1.0 / events.chatter_window)
+
+    def decayed(c):  # the chatter counters decay once per quantum
+        return dict(c, es=eqx.tree_at(lambda e: e.chatter, c["es"], c["es"].chatter * decay))
+
+    # one chain: a cond, so that a quiet quantum neither selects between the two carries nor enters the loop (nor
+    # computes the start's release test, or copies the counters before their decay); the slots are traced once
+    # (their jaxpr serves both forms)
     run, consts = _explicit(lambda c: scan_until(slot, c, last, done), carry0)
-    c = one_chain_or(lambda _: jax.lax.cond(trial_ok, lambda: quiet_carry, lambda: run(consts, carry0)),
-                     lambda _: run(consts, _where(trial_ok, quiet_carry, carry0)), None)
+    c = one_chain_or(lambda _: jax.lax.cond(trial_ok, lambda: decayed(quiet_carry),
+                                            lambda: decayed(run(consts, start(None)))),
+                     lambda _: decayed(run(consts, _where(trial_ok, quiet_carry, carry0))), None)
     u = jax.tree_util.tree_map(lambda p, q: p.astype(q.dtype), control, es.control)
     es_out = eqx.tree_at(_cache, c["es"], (c["a"], c["tau_w"], c["R"], u, c["valid"]), is_leaf=_none)
-    es_out = eqx.tree_at(lambda e: e.chatter, es_out, es_out.chatter * jnp.exp(-1.0 / events.chatter_window))
     return es_out, c["rep"]
 
 
