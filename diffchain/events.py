@@ -53,6 +53,7 @@ from .detection import _angles, _ends_beyond, _finite, _quantum, _slack, detect
 from .geometry import _pad_diff, joint_accelerations, joint_velocities, links, wrap_angle
 from .inertia import mass_matrix
 from .model import Chain, Control, State, _concrete, _require
+from .recursive import FUSED_MAX
 
 
 class Events(eqx.Module):
@@ -270,6 +271,9 @@ def constrained_dynamics(chain: Chain, events: Events, es: EventState, x, v, t, 
     def free(_):  # nothing held, guided, stuck or on a line: the Part I accelerations alone (no tensions needed)
         return part_one(None)[0], jnp.zeros_like(alpha_w), jnp.zeros((chain.n, 2), x.dtype)
 
+    def free_small(_):  # the same by the rods' rows of the small form: fewer kernels than Part I beyond FUSED_MAX
+        return small_dynamics(ch, s_in, u, stab=stab_in)[0], jnp.zeros_like(alpha_w), jnp.zeros((chain.n, 2), x.dtype)
+
     def small(joints):  # a short chain: the held joints' and the rods' rows solved at once, R from its tensions
         def branch(_):
             if joints:
@@ -283,8 +287,10 @@ def constrained_dynamics(chain: Chain, events: Events, es: EventState, x, v, t, 
 
     def one_chain(_):
         if isinstance(solver, ActiveRecursive) and 1 < chain.n <= SMALL_MAX and not chain.has_links:
+            # (one chain of FUSED_MAX + 1 to SMALL_MAX points: Part I divides by each point's pivot, a kernel each;
+            # at n = 6 a call of 67 kernels against 31 for the small form's rods)
             return jax.lax.switch(jnp.where(jnp.any(held), 2, jnp.where(pointed, 1, 0)),
-                                  [free, small(False), small(True)], None)
+                                  [free_small if chain.n > FUSED_MAX else free, small(False), small(True)], None)
         return jax.lax.cond(jnp.any(held) | pointed, lambda _: run(consts, None), free, None)
 
     # One chain (outside derivatives): one cond, whose common branch computes no tensions (as operands of the
