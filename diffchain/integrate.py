@@ -92,11 +92,10 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
     ``checkpoint=k`` recomputes the forward pass in segments of k steps during reverse-mode differentiation (memory
     O(T/k + k) instead of O(T)). With the recursive solver, reverse mode stores only each step's state and KKT
     solution (:func:`diffchain.recursive.kkt_solve`, :func:`diffchain.recursive.link_solve`) and recomputes the
-    elementwise terms around it. Under ``vmap``, a rollout of point-mass chains without damping or drag runs the batched
-    program of :mod:`diffchain.lean` (the same results to round-off, 4-6x faster on CPU); forward-mode derivatives
-    are those of this one, and so is reverse mode except with SeedQuantum, SemiImplicitEuler or RK4 (open-loop
-    controls, none or a policy), whose gradient is :mod:`diffchain.lean`'s adjoint (the same to round-off, 1.4-3.6x
-    faster).
+    elementwise terms around it. Under ``vmap``, a rollout of point-mass chains (up to ``lean.LEAN_MAX`` points) runs
+    the batched program of :mod:`diffchain.lean` (the same results to round-off, 2.5-6x faster on CPU); forward-mode
+    derivatives are those of this one, and reverse mode is :mod:`diffchain.lean`'s adjoint with SeedQuantum,
+    SemiImplicitEuler or RK4 (open-loop controls, none or a policy; the same to round-off, 1.4-3.6x faster).
     """
     state = check_state(chain, state) if check else state
 

@@ -1,7 +1,7 @@
-"""Batched rollouts of plain point-mass chains, written point by point in the lambda-first form (seeds 001–004).
+"""Batched rollouts of point-mass chains, written point by point in the lambda-first form (seeds 001–004).
 
-Under ``vmap``, :func:`diffchain.rollout` of a chain of point masses whose points are free, guided or on a line -- no
-joint damping, no drag -- runs this program instead of the ``vmap`` of the one-chain program, with open-loop
+Under ``vmap``, :func:`diffchain.rollout` of a chain of point masses whose points are free, guided or on a line, with
+or without joint damping and drag, runs this program instead of the ``vmap`` of the one-chain program, with open-loop
 controls, none, or a policy (its closed-over values made explicit inputs, so that they may be batched and
 differentiated). It is the same
 mechanics as the recursion of seed 000, in the form that XLA CPU runs fastest on a batch
@@ -32,19 +32,19 @@ run between two guided points), where any two exact solvers drift apart and this
 (a whipping 9-point chain, 700 m/s after 40 steps: 4e-7 m from the recursion, the KKT form 2e-8 m; the Thomas
 algorithm does not pivot). Measured on the 5-link pendulum (float32, 4096 copies, one core, the chain a ``jit``
 argument): 6.5x the ``vmap`` of the array form (4-6.6x from 2 to 15 links, 256 or 4096 copies;
-``experiments/bench.py``: 113-129x MJX). A chain with damping or drag takes the array form, and the slider terms are
-compiled in only where a chain has a slider (a ``lax.switch`` on the chains' values, :func:`lean_kind`: the choice is
-made at run time, for the whole batch); that program runs on point-major arrays (:func:`adjoint_terms`), which with
-every point's projector written out is 2x faster than point by point.
+``experiments/bench.py``: 113-129x MJX). The slider terms, and damping and drag, are compiled in only where a chain
+has them (a ``lax.switch`` on the chains' values, :func:`lean_kind`: the choice is made at run time, for the whole
+batch); those programs run on point-major arrays (:func:`adjoint_terms`), which with every point's projector written
+out is 2x faster than point by point (a damped pendulum: 2.5x the ``vmap`` of the array form).
 
 Derivatives (:func:`diffchain.batching.batch_form`): forward mode is the array form's jvp. Reverse mode of a batch
 with open-loop inputs, none or a policy, and an integrator of ``ADJOINT_ALPHA`` (SeedQuantum, SemiImplicitEuler,
-RK4), is this module's adjoint, :func:`lean_rollout_vjp`: the tensions' solve differentiated implicitly -- its transposed system is the same
-tridiagonal one, S being symmetric, so the adjoint multipliers cost one more Thomas solve with the forward's factors
---, the local terms' adjoint written by hand on point-major arrays, a policy's by its own ``jax.vjp`` at each step,
-and the steps run backward block by block from recomputed states; it computes only the cotangents that reverse mode
-asks for. Otherwise reverse mode is the array form's, ``vmap``-ed. Both give the same gradients to round-off
-(tests/test_lean.py).
+RK4), is this module's adjoint, :func:`lean_rollout_vjp`: the tensions' solve differentiated implicitly -- its
+transposed system is the same tridiagonal one, S being symmetric, so the adjoint multipliers cost one more Thomas
+solve with the forward's factors --, the local terms' adjoint written by hand on point-major arrays, a policy's by
+its own ``jax.vjp`` at each step, and the steps run backward block by block from recomputed states; it computes only
+the cotangents that reverse mode asks for. Otherwise reverse mode is the array form's, ``vmap``-ed. Both give the
+same gradients to round-off (tests/test_lean.py).
 """
 from __future__ import annotations
 
@@ -268,10 +268,11 @@ def lean_rollout(axis_size, in_batched, chain: Chain, state: State, controls, *,
 
 
 # --------------------------------------------------------------------------------------------------- reverse mode
-# The adjoint of a rollout of chains without damping or drag, for the integrators whose step is
+# The adjoint of a rollout, for the integrators whose step is
 # x' = x + dt v + alpha a, v' = v + dt a (SeedQuantum: alpha = dt^2/2; SemiImplicitEuler: alpha = dt^2) and for RK4
-# (four accelerations per step, each with its own adjoint), written by hand on point-major arrays (n, B): rods are rows 0..n-2, and a rod value q reaches the points as q_{i-1} - q_i
-# through one zero-padded copy (:func:`_to_points`), so that every kernel is a plain loop over all points at once.
+# (four accelerations per step, each with its own adjoint), written by hand on point-major arrays (n, B): rods are
+# rows 0..n-2, and a rod value q reaches the points as q_{i-1} - q_i through one zero-padded copy (:func:`_to_points`),
+# so that every kernel is a plain loop over all points at once.
 # (JAX's reverse mode of the point-by-point program, even with this implicit solve, was no faster than the array
 # form's: 144-495 ms against 166 ms for 256 pendulums x 1000 steps; benchmark-notes.md, session 18.)
 
@@ -516,7 +517,7 @@ def lean_rollout_vjp(axis_size, in_batched, chain: Chain, state: State, controls
         aq_bar = [0.0, 0.0]  # of the stage acceleration a_q, from the later stage's velocity
         u_bar, ch = None, None
         for q in reversed(range(4)):
-            # v_q enters x' with weight w_q dt/6 and stage q+1's position with c_q; a_q enters v' and stage q+1's velocity
+            # v_q enters x' (weight w_q dt/6) and stage q+1's position (c_q); a_q: v' and stage q+1's velocity
             vbar = [weight[q] * dt / 6.0 * b + vq for b, vq in zip((xb, yb), vq_bar)]
             abar = [weight[q] * dt / 6.0 * b + aq for b, aq in zip((ub, vb), aq_bar)]
             (Xa, Ya, Ua, Va), uq, chq = acceleration_adjoint(terms[q], abar[0], abar[1], w)
