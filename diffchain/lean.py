@@ -87,6 +87,16 @@ class PointState(eqx.Module):
     t: jax.Array
 
 
+def _pivot_tol(dtype):
+    """The relative level below which a Thomas pivot counts as vanishing (:func:`_factor`): 64 eps."""
+    return float(64 * jnp.finfo(dtype).eps)
+
+
+def _input_rows(c: Control):
+    """A batch's controls (B, n) and (B, n, 2) as the inputs by point (tau, F_x, F_y, a^w_x, a^w_y), (n, B) each."""
+    return c.tau.T, c.F[..., 0].T, c.F[..., 1].T, c.a_w[..., 0].T, c.a_w[..., 1].T
+
+
 def lean_accelerations(chain: Chain, X, Y, U, V, control, w):
     """Point accelerations (lists a_x, a_y) of a chain without sliders, damping or drag, point by point (module
     docstring): positions X, Y and velocities U, V indexed by point (lists, or point-major arrays), ``control`` None
@@ -96,7 +106,7 @@ def lean_accelerations(chain: Chain, X, Y, U, V, control, w):
     n = len(X)  # (chain.n counts a batch axis of the chain's arrays)
     rods = range(n - 1)
     pt = lambda a, i: a[..., i]  # noqa: E731  point i of a per-point array, batched or not
-    tol = 64 * jnp.finfo(jnp.result_type(X[0])).eps
+    tol = _pivot_tol(jnp.result_type(X[0]))
     m = [pt(chain.m, i) for i in range(n)]
     free = [(~pt(chain.guided, i)).astype(m[i].dtype) for i in range(n)]
     beta = [free[i] / m[i] for i in range(n)]
@@ -225,13 +235,13 @@ def lean_rollout(axis_size, in_batched, chain: Chain, state: State, controls, *,
     K = _block(T)
     stab = integrator.stab(dt)
     w = 0.0 if stab is None else 1.0 / stab
-    tol = float(64 * jnp.finfo(init.x.X.dtype).eps)
+    tol = _pivot_tol(init.x.X.dtype)
 
     def body(s, u):  # u: the inputs by point, (n, B) where batched, (n,) otherwise; None without input
         if policy is not None:  # the policy of each chain
             axes = [0 if b else None for b in b_controls]
             c = jax.vmap(policy, in_axes=(axes, 0))(controls, State(s.x.stacked(), s.v.stacked(), s.t))
-            u = (c.tau.T, c.F[..., 0].T, c.F[..., 1].T, c.a_w[..., 0].T, c.a_w[..., 1].T)
+            u = _input_rows(c)
         if kind:  # the adjoint's point-major arrays: with sliders 1.7x faster than point by point (notes)
             u = (jnp.zeros((n,), init.x.X.dtype),) * 5 if u is None else u
 
@@ -450,7 +460,7 @@ def lean_rollout_vjp(axis_size, in_batched, chain: Chain, state: State, controls
     alpha = None if rk4 else ADJOINT_ALPHA[type(integrator).__name__] * dt * dt
     stab = integrator.stab(dt)
     w = 0.0 if stab is None else 1.0 / stab
-    tol = float(64 * jnp.finfo(state.x.dtype).eps)
+    tol = _pivot_tol(state.x.dtype)
     ct_final, ct_traj = cotangents
     T = controls.tau.shape[-2] if controls is not None and policy is None else n_steps
     K = _block(T)
@@ -471,7 +481,7 @@ def lean_rollout_vjp(axis_size, in_batched, chain: Chain, state: State, controls
         for i, q in zip(diff, d):
             args[i] = q
         c = jax.vmap(policy)(args, State(pts(X, Y), pts(U, V), t))
-        return c.tau.T, c.F[..., 0].T, c.F[..., 1].T, c.a_w[..., 0].T, c.a_w[..., 1].T
+        return _input_rows(c)
 
     def inputs(c):  # the open-loop inputs of block c, (K, n, B) where batched; None with a policy
         return None if policy is not None else _input_block(controls, b_controls, c, K)
@@ -484,7 +494,7 @@ def lean_rollout_vjp(axis_size, in_batched, chain: Chain, state: State, controls
         stages = [((X, Y), (U, V))]
         terms = [accel(X, Y, U, V, u)]
         for c in (h, h, dt):
-            (Xq, Yq), (Uq, Vq) = stages[-1][0], stages[-1][1]
+            Uq, Vq = stages[-1][1]  # the previous stage's velocity
             a = terms[-1]
             stages.append(((X + c * Uq, Y + c * Vq), (U + c * a["ax"], V + c * a["ay"])))
             terms.append(accel(*stages[-1][0], *stages[-1][1], u))
