@@ -1,4 +1,7 @@
+import os
+
 import jax
+import pytest
 
 jax.config.update("jax_enable_x64", True)
 
@@ -14,10 +17,22 @@ settings.load_profile("default")
 # The files with the most compile time first (measured on 2 cores: ~6, 4, 3, 2, 2, 1.5 min). With --dist loadfile and
 # --no-loadscope-reorder (pyproject.toml) xdist hands whole files to its workers in collection order, so both workers
 # finish at about the same time; by default it would order files by their number of tests.
-HEAVY_FIRST = ("test_event_gradients.py", "test_events.py", "test_gradients.py", "test_readme.py", "test_active.py",
+HEAVY_FIRST = ("test_lean.py", "test_event_gradients.py", "test_events.py", "test_gradients.py", "test_readme.py", "test_active.py",
                "test_envs.py")
 
 
 def pytest_collection_modifyitems(items):
     rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file keeps its order
+
+
+# Most of the suite's time is XLA compiling many small programs, and most of that is LLVM optimising the generated
+# code. With jax_disable_most_optimizations the same HLO (XLA's fusion decisions unchanged) compiles in ~60 % of the
+# time (the lean damping/drag test: 60 -> 37 s). Its code may round differently (e.g. no fused multiply-adds), so a
+# module whose tests compare two programs bit for bit (they must give the same bits where users' optimised code does)
+# sets FULL_OPT = True. DIFFCHAIN_TEST_FULL_OPT=1 runs every test with the optimised code that users run.
+@pytest.fixture(autouse=True, scope="module")
+def _compile_effort(request):
+    full = bool(os.environ.get("DIFFCHAIN_TEST_FULL_OPT")) or getattr(request.module, "FULL_OPT", False)
+    jax.config.update("jax_disable_most_optimizations", not full)
+    yield
