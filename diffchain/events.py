@@ -215,6 +215,56 @@ def _none(x):
     return x is None
 
 
+# the per-point fields of an EventState as columns: first what a quantum changes, then what a quiet one keeps
+_FIELDS = ("x", 2), ("v", 2), ("a", 2), ("tau_w", 1), ("R", 2), ("chatter", 2), ("pin", 2), ("normal", 2), ("side", 1), \
+    ("stuck", 1), ("held", 1)
+_KEPT = ("pin", "normal", "side", "stuck", "held")  # the last fields
+
+
+def _groups(n):
+    """:data:`_FIELDS` in consecutive groups of at most 64 numbers (a field alone if wider): XLA CPU runs a loop body
+    in sequence only if none of its buffers exceeds 512 bytes (see ``experiments/bench_events.py``)."""
+    groups, width = [[]], 0
+    for name, w in _FIELDS:
+        if groups[-1] and (width + w) * n > 64:
+            groups, width = groups + [[]], 0
+        groups[-1].append((name, w))
+        width += w
+    return groups
+
+
+def _pack(es: EventState, last=None):
+    """``es`` as :func:`event_rollout` carries it from quantum to quantum: the per-point fields in the few (n, k)
+    arrays of :func:`_groups`, t and fresh (the control apart). Each leaf carried out of the quantum's ``lax.cond``
+    is a buffer of its own, so that each leaf that the quiet branch merely forwards (the masks) would cost a copy
+    kernel; packed, that branch writes a few arrays (3 points: one, one fused concatenation). ``last``: the arrays of
+    the last pack, whose columns of the :data:`_KEPT` fields are taken as they are."""
+    dt = es.state.x.dtype
+    cols = dict(x=es.state.x, v=es.state.v, a=es.a, tau_w=es.tau_w[..., None], R=es.R,
+                chatter=jnp.swapaxes(es.chatter, -1, -2), pin=es.pin, normal=es.normal, side=es.side[..., None],
+                stuck=es.stuck[..., None].astype(dt), held=es.held[..., None].astype(dt))
+    out = []
+    for g, group in enumerate(_groups(es.state.x.shape[-2])):
+        new = [(name, w) for name, w in group if last is None or name not in _KEPT]
+        pieces = [cols[name] for name, _ in new]
+        pieces += [last[g][..., sum(w for _, w in new):]] if len(new) < len(group) else []
+        out.append(jnp.concatenate(pieces, -1) if len(pieces) > 1 else pieces[0])
+    return out, es.state.t, es.fresh
+
+
+def _unpack(packed, control: Control) -> EventState:
+    """The :class:`EventState` of :func:`_pack`'s arrays and ``control``."""
+    arrays, t, fresh = packed
+    cols = {}
+    for f, group in zip(arrays, _groups(arrays[0].shape[-2])):
+        k = 0
+        for name, w in group:
+            cols[name], k = f[..., k:k + w] if w > 1 else f[..., k], k + w
+    es = EventState(State(cols["x"], cols["v"], t), stuck=cols["stuck"] != 0, pin=cols["pin"], normal=cols["normal"],
+                    held=cols["held"] != 0, side=cols["side"], chatter=jnp.swapaxes(cols["chatter"], -1, -2))
+    return eqx.tree_at(_cache, es, (cols["a"], cols["tau_w"], cols["R"], control, fresh))
+
+
 def _where(c, x, y):
     return jax.tree_util.tree_map(lambda a, b: jnp.where(c, a, b), x, y)
 
@@ -367,6 +417,16 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
     quantum (the event times are roots of its quadratic). ``solver``: :class:`diffchain.ActiveRecursive` (O(n), point
     masses) or :class:`diffchain.ActiveKKT` (rigid links too). PD drift correction time constant stab_factor * dt.
     """
+    return _event_quantum(chain, events, es, control, dt, solver, stab_factor)
+
+
+def _event_quantum(chain: Chain, events: Events, start_state, control: Control, dt, solver, stab_factor):
+    """:func:`event_step` from and to ``start_state``: an :class:`EventState`, or as :func:`event_rollout` carries it,
+    (the arrays of :func:`_pack`, the control of the last quantum). The branches of the one chain's cond unpack the
+    start themselves, so that what they read of it is the pack's few buffers, not a slice each."""
+    packed = not isinstance(start_state, EventState)
+    read = (lambda: _unpack(*start_state)) if packed else (lambda: start_state)  # noqa: E731
+    es = read()
     n, dtype = chain.n, chain.m.dtype
     if events.n != n:
         raise ValueError(f"event_step: the Events are for n = {events.n} points, the chain has n = {n}")
@@ -397,13 +457,13 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
     # the slots carry the event masks only; the cache fields are set again at the end
     es0 = eqx.tree_at(_cache, es, (None,) * 5)
 
-    def start(_):  # the slots' first carry: the release test at the start
-        es_rel, rep0, (rel_c, rel_l) = release(es0, report0, es.R, es.tau_w, hit)
+    def start(es):  # the slots' first carry: the release test at the start
+        es_rel, rep0, (rel_c, rel_l) = release(eqx.tree_at(_cache, es, (None,) * 5), report0, es.R, es.tau_w, hit)
         released = jnp.any(rel_c) | jnp.any(rel_l)
         return dict(es=es_rel, a=es.a, tau_w=es.tau_w, R=es.R, valid=hit & ~released, t=jnp.zeros((), dtype),
                     level=zi, rep=rep0, left=jnp.stack([rel_c, rel_l]), kick=jnp.zeros((), bool))
 
-    carry0 = start(None)
+    carry0 = start(es)
 
     def cut(c, h):
         """Detect the first event of the sub-quantum [t, t + h] (seed §7, §12.1) and build the state at it, with the
@@ -513,27 +573,35 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
     x1, v1, (a1, tau_w1, R1), err1, quiet = _quiet_trial(chain, events, es0, es.a, control, dt, stab, solver)
     rep1 = eqx.tree_at(lambda r: (r.slots, r.substeps, r.error), report0, (report0.slots + 1, report0.substeps + 1,
                                                                             jnp.maximum(report0.error, err1)))
-    quiet_carry = dict(carry0, es=eqx.tree_at(lambda e: e.state, es0, State(x1, v1, t0 + dt)), a=a1, tau_w=tau_w1,
-                       R=R1, t=dt, rep=rep1, valid=jnp.ones((), bool), left=jnp.zeros_like(carry0["left"]))
+
+    def quiet_carry(es):
+        return dict(carry0, es=eqx.tree_at(lambda e: e.state, eqx.tree_at(_cache, es, (None,) * 5),
+                                           State(x1, v1, t0 + dt)),
+                    a=a1, tau_w=tau_w1, R=R1, t=dt, rep=rep1, valid=jnp.ones((), bool),
+                    left=jnp.zeros_like(carry0["left"]))
+
     last = jnp.arange(events.slots) == events.slots - 1
     done = lambda c: c["t"] >= dt  # noqa: E731
     rel_c, rel_l = _release_tests(chain, events, es0, es.R, es.tau_w)
     trial_ok = hit & ~(jnp.any(rel_c) | jnp.any(rel_l)) & quiet  # = carry0["valid"] & quiet
     decay = jnp.exp(-1.0 / events.chatter_window)
+    u = jax.tree_util.tree_map(lambda p, q: p.astype(q.dtype), control, es.control)
 
-    def decayed(c):  # the chatter counters decay once per quantum
-        return dict(c, es=eqx.tree_at(lambda e: e.chatter, c["es"], c["es"].chatter * decay))
+    def finish(c, last=None):  # the chatter counters decay once per quantum; the new state (packed in each branch)
+        es_ = eqx.tree_at(lambda e: e.chatter, c["es"], c["es"].chatter * decay)
+        es_ = eqx.tree_at(_cache, es_, (c["a"], c["tau_w"], c["R"], None, c["valid"]), is_leaf=_none)
+        return (_pack(es_, last) if packed else es_), c["rep"]  # (the control is set after the cond)
 
     # one chain: a cond, so that a quiet quantum neither selects between the two carries nor enters the loop (nor
     # computes the start's release test, or copies the counters before their decay); the slots are traced once
     # (their jaxpr serves both forms)
     run, consts = _explicit(lambda c: scan_until(slot, c, last, done), carry0)
-    c = one_chain_or(lambda _: jax.lax.cond(trial_ok, lambda: decayed(quiet_carry),
-                                            lambda: decayed(run(consts, start(None)))),
-                     lambda _: decayed(run(consts, _where(trial_ok, quiet_carry, carry0))), None)
-    u = jax.tree_util.tree_map(lambda p, q: p.astype(q.dtype), control, es.control)
-    es_out = eqx.tree_at(_cache, c["es"], (c["a"], c["tau_w"], c["R"], u, c["valid"]), is_leaf=_none)
-    return es_out, c["rep"]
+    # (a quiet quantum changes no mask: its pack takes their columns from the last one)
+    out, rep = one_chain_or(lambda _: jax.lax.cond(trial_ok, lambda: finish(quiet_carry(read()),
+                                                                            start_state[0][0] if packed else None),
+                                                   lambda: finish(run(consts, start(read())))),
+                            lambda _: finish(run(consts, _where(trial_ok, quiet_carry(es), carry0))), None)
+    return ((out, u) if packed else eqx.tree_at(lambda e: e.control, out, u, is_leaf=_none)), rep
 
 
 def check_event_state(chain: Chain, events: Events, es: EventState, tol: float = 1e-6) -> EventState:
@@ -576,9 +644,11 @@ def event_rollout(chain: Chain, events: Events, es: EventState, controls, dt, *,
         # that the quanta neither compare it with the cache nor write it again (n = 3: 9 of ~70 kernels a quantum)
         es = eqx.tree_at(lambda e: e.control, es, jax.tree_util.tree_map(jnp.zeros_like, es.control))
 
-    def body(e, u):
-        u = e.control if controls is None else u
-        e, rep = event_step(chain, events, e, u, dt, solver=solver, stab_factor=stab_factor)
-        return e, (e, rep)
+    # the scan carries the state packed (:func:`_pack`): fewer buffers out of each quantum's cond
+    def body(carry, u):
+        carry, rep = _event_quantum(chain, events, carry, carry[1] if controls is None else u, dt, solver, stab_factor)
+        return carry, (_unpack(*carry), rep)
 
-    return _scan_rollout(chain, body, es, controls, n_steps, checkpoint, lambda e: e.state)
+    final, out = _scan_rollout(chain, body, (_pack(es), es.control), controls, n_steps, checkpoint,
+                               lambda c: _unpack(*c).state)
+    return _unpack(*final), out
