@@ -216,8 +216,8 @@ def _none(x):
 
 
 # the per-point fields of an EventState as columns: first what a quantum changes, then what a quiet one keeps
-_FIELDS = ("x", 2), ("v", 2), ("a", 2), ("tau_w", 1), ("R", 2), ("chatter", 2), ("pin", 2), ("normal", 2), ("side", 1), \
-    ("stuck", 1), ("held", 1)
+_FIELDS = (("x", 2), ("v", 2), ("a", 2), ("tau_w", 1), ("R", 2), ("chatter", 2), ("pin", 2), ("normal", 2), ("side", 1),
+           ("stuck", 1), ("held", 1))
 _KEPT = ("pin", "normal", "side", "stuck", "held")  # the last fields
 
 

@@ -14,11 +14,11 @@ settings.register_profile("thorough", deadline=None, max_examples=400,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.load_profile("default")
 
-# The files with the most compile time first (measured on 2 cores: ~6, 4, 3, 2, 2, 1.5 min). With --dist loadfile and
-# --no-loadscope-reorder (pyproject.toml) xdist hands whole files to its workers in collection order, so both workers
-# finish at about the same time; by default it would order files by their number of tests.
-HEAVY_FIRST = ("test_lean.py", "test_event_gradients.py", "test_events.py", "test_gradients.py", "test_readme.py", "test_active.py",
-               "test_envs.py")
+# The files with the most compile time first (test_lean ~4 min on 2 cores, the next ones 2-1 min). With --dist
+# loadfile and --no-loadscope-reorder (pyproject.toml) xdist hands whole files to its workers in collection order, so
+# both workers finish at about the same time; by default it would order files by their number of tests.
+HEAVY_FIRST = ("test_lean.py", "test_event_gradients.py", "test_events.py", "test_gradients.py", "test_readme.py",
+               "test_active.py", "test_envs.py")
 
 
 def pytest_collection_modifyitems(items):
@@ -35,4 +35,3 @@ def pytest_collection_modifyitems(items):
 def _compile_effort(request):
     full = bool(os.environ.get("DIFFCHAIN_TEST_FULL_OPT")) or getattr(request.module, "FULL_OPT", False)
     jax.config.update("jax_disable_most_optimizations", not full)
-    yield
