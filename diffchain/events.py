@@ -644,17 +644,23 @@ def event_rollout(chain: Chain, events: Events, es: EventState, controls, dt, *,
         # that the quanta neither compare it with the cache nor write it again (n = 3: 9 of ~70 kernels a quantum)
         es = eqx.tree_at(lambda e: e.control, es, jax.tree_util.tree_map(jnp.zeros_like, es.control))
 
-    # up to SMALL_MAX points the scan carries the state packed (:func:`_pack`): fewer buffers out of each quantum's
-    # cond (n = 3, 6: 7-12 % faster); beyond, packing and unpacking cost more than they save (n = 21: +4-8 %)
-    small = chain.n <= SMALL_MAX
-    pack = (lambda e: (_pack(e), e.control)) if small else (lambda e: e)  # noqa: E731
-    unpack = (lambda c: _unpack(*c)) if small else (lambda e: e)  # noqa: E731
-    cached_control = (lambda c: c[1]) if small else (lambda e: e.control)  # noqa: E731
+    def roll(packed):
+        """The rollout, its carry packed (:func:`_pack`) or the EventState itself."""
+        pack = (lambda e: (_pack(e), e.control)) if packed else (lambda e: e)  # noqa: E731
+        unpack = (lambda c: _unpack(*c)) if packed else (lambda e: e)  # noqa: E731
 
-    def body(carry, u):
-        u = cached_control(carry) if controls is None else u
-        carry, rep = _event_quantum(chain, events, carry, u, dt, solver, stab_factor)
-        return carry, (unpack(carry), rep)
+        def body(carry, u):
+            u = ((carry[1] if packed else carry.control) if controls is None else u)
+            carry, rep = _event_quantum(chain, events, carry, u, dt, solver, stab_factor)
+            return carry, (unpack(carry), rep)
 
-    final, out = _scan_rollout(chain, body, pack(es), controls, n_steps, checkpoint, lambda c: unpack(c).state)
-    return unpack(final), out
+        final, out = _scan_rollout(chain, body, pack(es), controls, n_steps, checkpoint, lambda c: unpack(c).state)
+        return unpack(final), out
+
+    # one chain of up to SMALL_MAX points outside derivatives carries its state packed: fewer buffers out of each
+    # quantum's cond (n = 3, 6: 7-12 % faster). Under vmap and in derivatives the packing and unpacking cost more
+    # than they save (the gradient of a 6-point drop: 10-20 % slower per quantum), and beyond SMALL_MAX points also
+    # on one chain (n = 21: 4-8 % slower).
+    if chain.n > SMALL_MAX:
+        return roll(False)
+    return one_chain_or(lambda _: roll(True), lambda _: roll(False), None)
