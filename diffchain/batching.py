@@ -278,24 +278,23 @@ def one_chain_or(one, general, operand):
     selects. Closed-over values may be batched and differentiated (:func:`_explicit`, as :func:`rare_cond`)."""
     g1, k1 = _explicit(one, operand)
     g0, k0 = _explicit(general, operand)
+    return outside_derivatives(lambda k1, k0, x: g1(k1, x), lambda k1, k0, x: g0(k0, x), k1, k0, operand)
 
-    def primal(k1, k0, x):
-        return g1(k1, x)
 
-    def derivative(k1, k0, x):
-        return g0(k0, x)
+def outside_derivatives(one, general, *args):
+    """:func:`one_chain_or` for functions of explicit arguments only (pytrees of arrays, no closed-over tracers):
+    ``general`` is traced only where it runs (under ``vmap`` or in a derivative), not also beside ``one``."""
+    h = jax.custom_batching.custom_vmap(one)
 
-    def batched(axis_size, in_batched, k1, k0, x):
-        _, b_k0, b_x = in_batched
-        axes = lambda bs: jax.tree.map(lambda b: 0 if b else None, bs)  # noqa: E731
-        out = jax.vmap(g0, in_axes=(axes(list(b_k0)), axes(b_x)), axis_size=axis_size)(k0, x)
+    @h.def_vmap
+    def batched(axis_size, in_batched, *a):
+        axes = tuple(jax.tree.map(lambda b: 0 if b else None, b) for b in in_batched)
+        out = jax.vmap(general, in_axes=axes, axis_size=axis_size)(*a)
         return out, jax.tree.map(lambda _: True, out)
 
-    h = jax.custom_batching.custom_vmap(primal)
-    h.def_vmap(batched)
     h = jax.custom_jvp(h)
-    h.defjvp(lambda primals, tangents: jax.jvp(derivative, primals, tangents))
-    return h(k1, k0, operand)
+    h.defjvp(lambda primals, tangents: jax.jvp(general, primals, tangents))
+    return h(*args)
 
 
 @jax.custom_batching.custom_vmap

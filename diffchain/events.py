@@ -47,7 +47,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .active import SMALL_MAX, ActiveRecursive, ActiveSolver, small_dynamics
-from .batching import _explicit, one_chain_or, rare_cond, scan_until
+from .batching import _explicit, one_chain_or, outside_derivatives, rare_cond, scan_until
 from .forces import external_forces, torque_forces
 from .detection import _angles, _ends_beyond, _finite, _quantum, _slack, detect
 from .geometry import _pad_diff, joint_accelerations, joint_velocities, links, wrap_angle
@@ -644,7 +644,7 @@ def event_rollout(chain: Chain, events: Events, es: EventState, controls, dt, *,
         # that the quanta neither compare it with the cache nor write it again (n = 3: 9 of ~70 kernels a quantum)
         es = eqx.tree_at(lambda e: e.control, es, jax.tree_util.tree_map(jnp.zeros_like, es.control))
 
-    def roll(packed):
+    def roll(packed, chain, events, es, controls, dt):
         """The rollout, its carry packed (:func:`_pack`) or the EventState itself."""
         pack = (lambda e: (_pack(e), e.control)) if packed else (lambda e: e)  # noqa: E731
         unpack = (lambda c: _unpack(*c)) if packed else (lambda e: e)  # noqa: E731
@@ -660,7 +660,8 @@ def event_rollout(chain: Chain, events: Events, es: EventState, controls, dt, *,
     # one chain of up to SMALL_MAX points outside derivatives carries its state packed: fewer buffers out of each
     # quantum's cond (n = 3, 6: 7-12 % faster). Under vmap and in derivatives the packing and unpacking cost more
     # than they save (the gradient of a 6-point drop: 10-20 % slower per quantum), and beyond SMALL_MAX points also
-    # on one chain (n = 21: 4-8 % slower).
-    if chain.n > SMALL_MAX:
-        return roll(False)
-    return one_chain_or(lambda _: roll(True), lambda _: roll(False), None)
+    # on one chain (n = 21: 4-8 % slower). (A policy, a function, is not an argument the dispatch can take.)
+    args = (chain, events, es, controls, jnp.asarray(dt, chain.m.dtype))
+    if chain.n > SMALL_MAX or callable(controls) and not isinstance(controls, Control):
+        return roll(False, *args)
+    return outside_derivatives(functools.partial(roll, True), functools.partial(roll, False), *args)
