@@ -431,8 +431,12 @@ def _small_sweeps(m, r, L, e, Fe, P, a0, active, alpha, sigma, ell, joints=True,
     by the other constraints, one row too many of a redundant set (seed §12.2 "stiffness"); and a joint whose
     compliance is at round-off level is not used at all (the test of :func:`root_torque`). Every value that later
     rows read is a quotient (the pivot rows divided by their pivots), which XLA CPU computes once instead of in each
-    consumer (:mod:`diffchain.lean`)."""
+    consumer (:mod:`diffchain.lean`). ``joints`` (known at trace time): True, every joint's row (masked by ``active``);
+    False, the rods' rows alone; or a tuple of the joints whose rows are written, the others known not to be held.
+    A joint that is not held has a dropped row (multiplier 0, its entries in the later rows exactly 0), so leaving
+    its row out changes no other multiplier, and saves its pivot."""
     n = m.shape[0]
+    joints = tuple(range(n)) if joints is True else tuple(joints or ())
     dt = m.dtype
     tol, tol_lock = _tolerance(dt), _lock_tolerance(dt)
     (rx, ry), (Lx, Ly), (Fx, Fy), (P11, P12, P22), (a0x, a0y) = r, L, Fe, P, a0
@@ -445,15 +449,15 @@ def _small_sweeps(m, r, L, e, Fe, P, a0, active, alpha, sigma, ell, joints=True,
     rows = []
     for i in reversed(range(n - 1)):
         rows.append(("rod", i, {i: (-rod[i][0], -rod[i][1]), i + 1: rod[i]}, -e[i]))
-        if not joints:  # no joint held (``joints`` False, known at trace time): the rods' rows alone
-            continue
         j = i + 1
+        if j not in joints:
+            continue
         col = {j - 1: Lk[j - 1]}
         col[j] = (-Lk[j - 1][0] - (Lk[j][0] if j < n - 1 else 0.0), -Lk[j - 1][1] - (Lk[j][1] if j < n - 1 else 0.0))
         if j < n - 1:
             col[j + 1] = Lk[j]
         rows.append(("joint", j, col, alpha[j]))
-    if n > 1 and joints:
+    if n > 1 and 0 in joints:
         rows.append(("joint", 0, {0: (-Lk[0][0], -Lk[0][1]), 1: Lk[0]}, alpha[0]))
     nq = len(rows)
 
@@ -520,9 +524,10 @@ def _small_sweeps(m, r, L, e, Fe, P, a0, active, alpha, sigma, ell, joints=True,
 SMALL_MAX = 8  # single chains of up to this many points take :func:`_small_sweeps` (above, the scans' compile time)
 
 
-def _small_active_terms(state: State, active, alpha_w, theta_bar, stab, links):
+def _small_active_terms(state: State, active, alpha_w, theta_bar, stab, links, joints):
     """:func:`active_terms` (masked by ``active``) as a list of scalars, one per joint, so that each joint's term
-    fuses into the rows that read it instead of the (n,) arrays' concatenations (``links``: :func:`links_c`)."""
+    fuses into the rows that read it instead of the (n,) arrays' concatenations (``links``: :func:`links_c`). Only
+    the ``joints`` (a tuple, known at trace time) are computed, the others are 0: a link angle costs a kernel."""
     n = active.shape[0]
     dX, dY, _, inv_rho, rx, ry = links
     U, V = state.v[:, 0], state.v[:, 1]
@@ -531,13 +536,17 @@ def _small_active_terms(state: State, active, alpha_w, theta_bar, stab, links):
         dU, dV = U[k + 1] - U[k], V[k + 1] - V[k]
         omega.append(link_omega_c(rx[k], ry[k], inv_rho[k], dU, dV))
         kappa.append(-2.0 * omega[k] * (rx[k] * dU + ry[k] * dV) * inv_rho[k])
-        phi.append(jnp.arctan2(dY[k], dX[k]) if theta_bar is not None and stab is not None else None)
+        used = k in joints or k + 1 in joints  # link k enters joints k and k + 1
+        phi.append(jnp.arctan2(dY[k], dX[k]) if used and theta_bar is not None and stab is not None else None)
 
     def diff(f, j):  # f_j - f_{j-1}, f_{-1} = f_{n-1} = 0 (:func:`diffchain.geometry._pad_diff`)
         return (f[j] if j < n - 1 else 0.0) - (f[j - 1] if j > 0 else 0.0)
 
     alpha = []
     for j in range(n):
+        if j not in joints:
+            alpha.append(jnp.zeros((), alpha_w.dtype))
+            continue
         target = alpha_w[j]
         if theta_bar is not None and stab is not None:
             w = _inv(stab)
@@ -547,13 +556,15 @@ def _small_active_terms(state: State, active, alpha_w, theta_bar, stab, links):
 
 
 def small_dynamics(chain: Chain, state: State, control: Control, active=None, alpha_w=None, theta_bar=None, stab=None,
-                   reactions=False):
+                   reactions=False, joints=True):
     """(a, phi, tau_w) of :func:`active_dynamics_recursive` by :func:`_small_sweeps` alone, for one short chain
     outside derivatives (no implicit derivative rule; point masses only). ``active`` None: no joint is held (the
-    rods' rows alone, the Part I accelerations; tau_w = 0). ``reactions``: also R = m a - G (n, 2), G the forces on
-    each point other than the point constraints' (external, rods, joint torques): the point constraints' force."""
+    rods' rows alone, the Part I accelerations; tau_w = 0). ``joints``: a tuple of the only joints that ``active``
+    may hold (known at trace time: e.g. one joint held, 3 rows of 5 at n = 3), or True. ``reactions``: also
+    R = m a - G (n, 2), G the forces on each point other than the point constraints' (external, rods, joint
+    torques): the point constraints' force."""
     n, dt = chain.n, chain.m.dtype
-    joints = active is not None
+    joints = (tuple(range(n)) if joints is True else tuple(joints)) if active is not None else ()
     active = _active_mask(chain, active) if joints else jnp.zeros((n,), bool)
     op, b = kkt_system(chain, state, control, stab)
     (m, rx, ry, on), P = op[:4], op[8:11]
@@ -566,7 +577,7 @@ def small_dynamics(chain: Chain, state: State, control: Control, active=None, al
     ell = functools.reduce(jnp.minimum, [chain.l[k] for k in range(n - 1)])
     if joints:
         theta_bar = None if theta_bar is None else _per_joint(chain, theta_bar, "theta_bar")
-        alpha = _small_active_terms(state, active, _per_joint(chain, alpha_w, "alpha_w"), theta_bar, stab, lk)
+        alpha = _small_active_terms(state, active, _per_joint(chain, alpha_w, "alpha_w"), theta_bar, stab, lk, joints)
     else:
         alpha = [jnp.zeros((), dt)] * n
     (ax, ay), tau, phi, G = _small_sweeps(m, r, L, -br, (bx, by), P, point_a0(op, b), active, alpha, sigma, ell,

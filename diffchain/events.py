@@ -275,6 +275,14 @@ def _mass_times(chain: Chain, a):
     return chain.m[:, None] * a
 
 
+# Up to this many points, one chain's solver call has a branch for each joint held alone (the usual case: one joint
+# at its limit), whose small form has that joint's row and the rods' only -- 3 rows of 5 at n = 3, 24-26 kernels
+# against 41 for every joint's row (the others dropped, :func:`diffchain.active._small_sweeps`). Each branch costs
+# compile time, twice (the quiet trial and the slots): trace + compile of an event rollout at n = 3 / 4 / 5 / 6 / 8,
+# 3.9 / 4.8 / 5.8 / 6.4 / 8.0 s with the three branches, 6.1 / 8.2 / 10.6 / 14.0 / 23 s with a branch per joint.
+ONE_HELD_MAX = 4
+
+
 def constrained_dynamics(chain: Chain, events: Events, es: EventState, x, v, t, control: Control, stab, impulse,
                          solver: ActiveSolver = ActiveRecursive()):
     """One solver call with the event constraints switched on (seed §7, §12.1): returns a, tau_w and the reactions R.
@@ -325,9 +333,10 @@ def constrained_dynamics(chain: Chain, events: Events, es: EventState, x, v, t, 
         return small_dynamics(ch, s_in, u, stab=stab_in)[0], jnp.zeros_like(alpha_w), jnp.zeros((chain.n, 2), x.dtype)
 
     def small(joints):  # a short chain: the held joints' and the rods' rows solved at once, R from its tensions
-        def branch(_):
+        def branch(_):  # joints: False (none held), True (any) or the tuple of the one joint held
             if joints:
-                a, _, tau_w, R = small_dynamics(ch, s_in, u, held, alpha_w, theta_bar, stab_in, reactions=True)
+                a, _, tau_w, R = small_dynamics(ch, s_in, u, held, alpha_w, theta_bar, stab_in, reactions=True,
+                                                joints=joints)
             else:
                 a, _, tau_w, R = small_dynamics(ch, s_in, u, stab=stab_in, reactions=True)
             return a, tau_w, jnp.where(pointed, R, 0.0)
@@ -339,8 +348,15 @@ def constrained_dynamics(chain: Chain, events: Events, es: EventState, x, v, t, 
         if isinstance(solver, ActiveRecursive) and 1 < chain.n <= SMALL_MAX and not chain.has_links:
             # (one chain of FUSED_MAX + 1 to SMALL_MAX points: Part I divides by each point's pivot, a kernel each;
             # at n = 6 a call of 67 kernels against 31 for the small form's rods)
-            return jax.lax.switch(jnp.where(jnp.any(held), 2, jnp.where(pointed, 1, 0)),
-                                  [free_small if chain.n > FUSED_MAX else free, small(False), small(True)], None)
+            n = chain.n
+            branches = [free_small if n > FUSED_MAX else free, small(False), small(True)]
+            if n > ONE_HELD_MAX:
+                return jax.lax.switch(jnp.where(jnp.any(held), 2, jnp.where(pointed, 1, 0)), branches, None)
+            # code = n + j if joint j alone is held, 0 if none, >= 2n if more; summed in scalars, so that the
+            # index stays one fused kernel (a reduction read twice is a kernel of its own)
+            code = sum(jnp.where(held[j], n + j, 0) for j in range(n))
+            index = jnp.where(code == 0, jnp.where(pointed, 1, 0), jnp.where(code < 2 * n, 3 + code - n, 2))
+            return jax.lax.switch(index, branches + [small((j,)) for j in range(n)], None)
         return jax.lax.cond(jnp.any(held) | pointed, lambda _: run(consts, None), free, None)
 
     # One chain (outside derivatives): one cond, whose common branch computes no tensions (as operands of the
