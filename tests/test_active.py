@@ -141,6 +141,34 @@ def test_small_form_equals_kkt(problem, seed, stab, off_manifold):
         assert _rel(np.asarray(phi1)[free_rod], np.asarray(phi2)[free_rod]) <= 10 * tol, desc
 
 
+small_one = jax.jit(lambda c, s, u, on, al, tb, stab, j: act.small_dynamics(c, s, u, on, al, tb, stab, joints=(j,)),
+                    static_argnums=7)
+
+
+@given(random_problem(sizes=(2, 3, 4)), st.integers(0, 2**31), st.sampled_from([NO_STAB, 0.05]), st.booleans())
+def test_small_form_of_one_joint(problem, seed, stab, off_manifold):
+    """The lambda-first form with one joint's row alone (``joints=(j,)``: what one chain's event quanta take when
+    joint j alone is held, up to ``events.ONE_HELD_MAX`` points) == KKT and == the form with every joint's row."""
+    chain, state, control, desc = problem
+    rng = np.random.default_rng(seed)
+    if off_manifold:
+        state = perturb(chain, state, rng)
+    j = int(rng.integers(chain.n))
+    active = choose_active(chain, state, control, rng, candidates=np.arange(chain.n) == j)  # none if j is dependent
+    alpha_w, theta_bar = rng.normal(size=chain.n), rng.uniform(-np.pi, np.pi, chain.n)
+    desc += f" joint={j} active={active.astype(int).tolist()} seed={seed} stab={stab} off={off_manifold}"
+    a1, phi1, t1 = small_one(chain, state, control, active, alpha_w, theta_bar, stab, j)
+    a2, phi2, t2 = kkt(chain, state, control, active, alpha_w, theta_bar, stab)
+    a3, phi3, t3 = small(chain, state, control, active, alpha_w, theta_bar, stab)
+    tol = max(1e-10, 1e-16 * kkt_condition(chain, state, control, active))
+    free_rod = ~(np.asarray(chain.guided[:-1]) & np.asarray(chain.guided[1:]))
+    assert np.all(np.asarray(t1)[~active] == 0), desc
+    for a, phi, t in ((a2, phi2, t2), (a3, phi3, t3)):
+        assert _rel(a1, a) <= tol, desc
+        assert _rel(np.asarray(t1)[active], np.asarray(t)[active]) <= tol, desc
+        assert _rel(np.asarray(phi1)[free_rod], np.asarray(phi)[free_rod]) <= 10 * tol, desc
+
+
 @pytest.mark.parametrize("n,k", [(3, 3), (4, 4), (4, 3), (8, 8), (8, 4)])
 def test_small_form_stiffness(n, k):
     """Seed §12.2 stiffness (as :func:`test_stiffness_is_finite_and_right`) in the lambda-first form of short
