@@ -666,7 +666,7 @@ def event_rollout(chain: Chain, events: Events, es: EventState, controls, dt, *,
         unpack = (lambda c: _unpack(*c)) if packed else (lambda e: e)  # noqa: E731
 
         def body(carry, u):
-            u = ((carry[1] if packed else carry.control) if controls is None else u)
+            u = (carry[1] if packed else carry.control) if controls is None else u
             carry, rep = _event_quantum(chain, events, carry, u, dt, solver, stab_factor)
             return carry, (unpack(carry), rep)
 
