@@ -613,10 +613,15 @@ def _event_quantum(chain: Chain, events: Events, start_state, control: Control, 
     # (their jaxpr serves both forms)
     run, consts = _explicit(lambda c: scan_until(slot, c, last, done), carry0)
     # (a quiet quantum changes no mask: its pack takes their columns from the last one)
-    out, rep = one_chain_or(lambda _: jax.lax.cond(trial_ok, lambda: finish(quiet_carry(read()),
-                                                                            start_state[0][0] if packed else None),
-                                                   lambda: finish(run(consts, start(read())))),
-                            lambda _: finish(run(consts, _where(trial_ok, quiet_carry(es), carry0))), None)
+    def one(_):
+        return jax.lax.cond(trial_ok, lambda: finish(quiet_carry(read()), start_state[0][0] if packed else None),
+                            lambda: finish(run(consts, start(read()))))
+
+    def general(_):
+        return finish(run(consts, _where(trial_ok, quiet_carry(es), carry0)))
+
+    # a packed start comes from event_rollout's form for one chain outside derivatives: the cond alone
+    out, rep = one(None) if packed else one_chain_or(one, general, None)
     return ((out, u) if packed else eqx.tree_at(lambda e: e.control, out, u, is_leaf=_none)), rep
 
 
