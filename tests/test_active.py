@@ -169,6 +169,47 @@ def test_small_form_of_one_joint(problem, seed, stab, off_manifold):
         assert _rel(np.asarray(phi1)[free_rod], np.asarray(phi)[free_rod]) <= 10 * tol, desc
 
 
+one_joint = jax.jit(lambda c, s, u, on, al, tb, stab: act.one_joint_dynamics(c, s, u, on, al, tb, stab))
+
+
+@given(random_problem(sizes=SIZES), st.integers(0, 2**31), st.sampled_from([NO_STAB, 0.05]), st.booleans())
+def test_one_joint_by_superposition(problem, seed, stab, off_manifold):
+    """One joint held alone by two Part I solves (:func:`diffchain.active.one_joint_dynamics`: what one long chain's
+    event quanta take) == KKT and == the Part II recursion."""
+    chain, state, control, desc = problem
+    rng = np.random.default_rng(seed)
+    if off_manifold:
+        state = perturb(chain, state, rng)
+    j = int(rng.integers(chain.n))
+    active = choose_active(chain, state, control, rng, candidates=np.arange(chain.n) == j)  # none if j is dependent
+    alpha_w, theta_bar = rng.normal(size=chain.n), rng.uniform(-np.pi, np.pi, chain.n)
+    desc += f" joint={j} active={active.astype(int).tolist()} seed={seed} stab={stab} off={off_manifold}"
+    a1, phi1, t1 = one_joint(chain, state, control, active, alpha_w, theta_bar, stab)
+    tol = max(1e-10, 1e-16 * kkt_condition(chain, state, control, active))
+    free_rod = ~(np.asarray(chain.guided[:-1]) & np.asarray(chain.guided[1:]))
+    assert np.all(np.asarray(t1)[~active] == 0), desc
+    for a, phi, t in (kkt(chain, state, control, active, alpha_w, theta_bar, stab),
+                      rec(chain, state, control, active, alpha_w, theta_bar, stab)):
+        assert _rel(a1, a) <= tol, desc
+        assert _rel(np.asarray(t1)[active], np.asarray(t)[active]) <= tol, desc
+        assert _rel(np.asarray(phi1)[free_rod], np.asarray(phi)[free_rod]) <= 10 * tol, desc
+
+
+@pytest.mark.parametrize("n,k", [(5, 3), (13, 3)])
+def test_one_joint_that_cannot_turn(n, k):
+    """Seed §12.2: joint 2 held between the guided points 1 and 3 cannot turn; the superposition then takes
+    tau^w = 0 (:func:`diffchain.active.root_torque`'s rule) and gives the accelerations of Part I, which equal
+    the recursion's and KKT's without the redundant row."""
+    chain, state, control, _, alpha_w = stiff_problem(n, k, seed=n * 10 + k, tail_active=False)
+    active = np.arange(n) == 1
+    a, phi, tau = one_joint(chain, state, control, active, alpha_w, np.zeros(n), NO_STAB)
+    assert np.all(np.asarray(tau) == 0)
+    a_ref, _ = plain(chain, state, control)
+    a_rec, _, _ = rec(chain, state, control, active, alpha_w, np.zeros(n), NO_STAB)
+    for ref in (a_ref, a_rec):
+        assert np.abs(np.asarray(a) - np.asarray(ref)).max() <= 1e-9 * max(np.abs(np.asarray(ref)).max(), 1.0)
+
+
 @pytest.mark.parametrize("n,k", [(3, 3), (4, 4), (4, 3), (8, 8), (8, 4)])
 def test_small_form_stiffness(n, k):
     """Seed §12.2 stiffness (as :func:`test_stiffness_is_finite_and_right`) in the lambda-first form of short

@@ -18,7 +18,7 @@ import pytest
 import diffchain as dc
 from diffchain.batching import sparse_size
 from diffchain import detection, events as ev
-from diffchain.active import joint_rows
+from diffchain.active import SMALL_MAX, joint_rows
 
 DT = 1e-3
 FULL_OPT = True  # the quiet trial and the first slot give the same bits only as users' optimised code (conftest.py)
@@ -144,6 +144,33 @@ def test_impulse_is_the_mass_metric_projection(solver):
         assert np.abs(np.asarray(dc.joint_velocities(dc.State(state.x, v_new)))[held]).max(initial=0) < 1e-10
         ke = lambda v: 0.5 * np.sum(np.asarray(chain.m)[:, None] * np.asarray(v) ** 2)  # noqa: E731
         assert ke(v_new) <= ke(state.v) + 1e-12
+
+
+def test_long_chain_solver_call_equals_kkt():
+    """One chain beyond ``active.SMALL_MAX`` points: with one joint held alone the solver call takes two Part I
+    solves (``active.one_joint_dynamics``), with two the Part II recursion; both give the KKT form's accelerations,
+    holding torques and reactions, in the impulse call and in the ordinary one."""
+    rng = np.random.default_rng(2)
+    chain = dc.free_chain(10, mass=rng.uniform(0.5, 2.0, 11), length=rng.uniform(0.3, 1.0, 10))
+    assert chain.n > SMALL_MAX
+    events = dc.Events(chain.n, ground=0.0, theta_min=-2.0, theta_max=2.0)
+    calls = [jax.jit(lambda es, impulse, solver=solver: ev.constrained_dynamics(
+        chain, events, es, es.x, es.v, es.t, dc.Control(n=chain.n), 5 * DT, impulse, solver))
+        for solver in (dc.ActiveRecursive(), dc.ActiveKKT())]
+    for trial in range(4):
+        state = dc.from_joint_angles(chain, rng.uniform(-1.5, 1.5, 10), rng.normal(size=10), base=(0.0, 1.0),
+                                     base_velocity=rng.normal(size=2))
+        stuck = np.zeros(chain.n, bool)
+        stuck[rng.choice(chain.n, size=1 + trial % 2, replace=False)] = True
+        held = np.zeros(chain.n, bool)
+        held[1 + rng.choice(chain.n - 2, size=1 + trial // 2, replace=False)] = True
+        es = dc.EventState(state, stuck=stuck, held=held, side=np.where(held, 1.0, 0.0))
+        for impulse in (False, True):
+            (a, tau_w, R), (a_ref, tau_ref, R_ref) = (call(es, jnp.asarray(impulse)) for call in calls)
+            scale = np.abs(np.asarray(a_ref)).max()
+            np.testing.assert_allclose(a, a_ref, atol=1e-10 * scale, err_msg=f"trial {trial} impulse {impulse}")
+            np.testing.assert_allclose(tau_w, tau_ref, atol=1e-10 * np.abs(np.asarray(tau_ref)).max())
+            np.testing.assert_allclose(R, R_ref, atol=1e-10 * np.abs(np.asarray(R_ref)).max())
 
 
 def test_ground_reaction_and_holding_torque_are_statics():
