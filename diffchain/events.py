@@ -52,7 +52,7 @@ from .forces import external_forces, torque_forces
 from .detection import _angles, _ends_beyond, _finite, _quantum, _slack, detect
 from .geometry import _pad_diff, joint_accelerations, joint_velocities, links, wrap_angle
 from .inertia import mass_matrix
-from .model import Chain, Control, State, _concrete, _require
+from .model import Chain, Control, State, _concrete, _require, check_sizes
 from .recursive import FUSED_MAX
 
 
@@ -453,6 +453,7 @@ def _event_quantum(chain: Chain, events: Events, start_state, control: Control, 
     n, dtype = chain.n, chain.m.dtype
     if events.n != n:
         raise ValueError(f"event_step: the Events are for n = {events.n} points, the chain has n = {n}")
+    check_sizes(chain, es.state, control, "event_step")
     dt = jnp.asarray(dt, dtype)
     stab = stab_factor * dt
     t0 = es.state.t
@@ -666,6 +667,7 @@ def event_rollout(chain: Chain, events: Events, es: EventState, controls, dt, *,
     """
     from .integrate import _scan_rollout
 
+    check_sizes(chain, es.state, controls, "event_rollout")
     es = check_event_state(chain, events, es) if check else es
     es = eqx.tree_at(lambda e: e.fresh, es, jnp.zeros_like(es.fresh))  # the cache may come from another chain or dt
     if controls is None:  # zero input: the cached control is set to it once and passed as each quantum's control, so

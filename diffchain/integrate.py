@@ -16,7 +16,7 @@ import jax.numpy as jnp
 from . import lean
 from .batching import _explicit, batch_form
 from .geometry import links
-from .model import Chain, Control, State
+from .model import Chain, Control, State, check_sizes
 from .recursive import KKT_SOLUTION
 from .solvers import Recursive, Solver
 
@@ -75,6 +75,7 @@ class RK4(Integrator):
 def step(chain: Chain, state: State, control: Control, dt, *, solver: Solver = Recursive(),
          integrator: Integrator = SeedQuantum()) -> State:
     """One time quantum of length ``dt``: the functional ``step(model, state, control) -> state``."""
+    check_sizes(chain, state, control, "step")
     stab = integrator.stab(dt)
     return integrator(lambda s: solver(chain, s, control, stab)[0], state, dt)
 
@@ -97,6 +98,7 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
     derivatives are those of this one, and reverse mode is :mod:`diffchain.lean`'s adjoint with SeedQuantum,
     SemiImplicitEuler or RK4 (open-loop controls, none or a policy; the same to round-off, 1.4-3.6x faster).
     """
+    check_sizes(chain, state, controls, "rollout")
     state = check_state(chain, state) if check else state
 
     def plain(chain, state, controls):

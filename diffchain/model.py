@@ -213,6 +213,18 @@ class Control(eqx.Module):
                  f"Control: a_w must have shape (..., n, 2) = {lead + (n, 2)}, got {self.a_w.shape}")
 
 
+def check_sizes(chain: Chain, state: State | None = None, control=None, who: str = "diffchain"):
+    """Raise a ValueError naming the argument whose number of points is not the chain's n (at trace time: shapes
+    only). ``control`` may carry leading axes (a time axis); anything but a :class:`Control` (a policy) is skipped."""
+    n = chain.n
+    if state is not None:
+        _require(state.x.shape[-2:] == (n, 2), f"{who}: the state has x of shape {state.x.shape}, the chain has n = {n} "
+                 f"points: x and v must be ({n}, 2)")
+    if isinstance(control, Control):
+        _require(control.tau.shape[-1] == n, f"{who}: the control has tau of shape {control.tau.shape}, the chain has "
+                 f"n = {n} points: tau must be (..., {n}), F and a_w (..., {n}, 2)")
+
+
 def _per_point(value, n, name):
     arr = jnp.asarray(value)
     arr = arr.astype(jnp.result_type(float, arr.dtype))

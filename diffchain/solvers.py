@@ -17,7 +17,7 @@ import jax.numpy as jnp
 from .constraints import point_terms, rod_terms
 from .forces import external_forces
 from .inertia import mass_matrix
-from .model import Chain, Control, State
+from .model import Chain, Control, State, check_sizes
 from .recursive import recursive_dynamics
 
 
@@ -81,5 +81,6 @@ def forward_dynamics(chain: Chain, state: State, control: Control | None = None,
     constraint accelerations. With ``return_forces`` also the rod tensions phi (n-1,) (F_{i+1}^d = r_i phi_i).
     """
     control = Control(n=chain.n, dtype=chain.m.dtype) if control is None else control
+    check_sizes(chain, state, control, "forward_dynamics")
     a, phi = solver(chain, state, control, stab)
     return (a, phi) if return_forces else a

@@ -36,6 +36,19 @@ def test_bad_states_and_controls_are_rejected():
         dc.check_state(chain, dc.State(jnp.zeros((5, 2))))
     with pytest.raises(ValueError, match="needs n_steps"):
         dc.rollout(chain, dc.from_joint_angles(chain, jnp.zeros(2)), lambda s: dc.Control(n=3), 1e-3)
+    state = dc.from_joint_angles(chain, jnp.zeros(2))
+    for call, who in ((lambda u: dc.forward_dynamics(chain, state, u), "forward_dynamics"),
+                      (lambda u: dc.step(chain, state, u, 1e-3), "step"),
+                      (lambda u: dc.rollout(chain, state, dc.Control(tau=jnp.zeros((5,) + u.tau.shape)), 1e-3),
+                       "rollout"),
+                      (lambda u: dc.event_step(chain, dc.Events(3), dc.EventState(state), u, 1e-3), "event_step")):
+        with pytest.raises(ValueError, match=who + r": the control has tau of shape .*n = 3 points"):
+            call(dc.Control(n=4))
+    for call, who in ((lambda s: dc.forward_dynamics(chain, s), "forward_dynamics"),
+                      (lambda s: dc.step(chain, s, dc.Control(n=3), 1e-3), "step"),
+                      (lambda s: dc.rollout(chain, s, None, 1e-3, n_steps=2), "rollout")):
+        with pytest.raises(ValueError, match=who + r": the state has x of shape \(4, 2\)"):
+            call(dc.State(jnp.zeros((4, 2))))
 
 
 def test_control_sequences_take_their_leading_axes():

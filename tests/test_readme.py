@@ -23,3 +23,21 @@ def test_notebook_code_cells_run():
         for cell in json.loads(path.read_text())["cells"]:
             if cell["cell_type"] == "code":
                 exec(compile("".join(cell["source"]), str(path), "exec"), namespace)
+
+
+def test_quick_start_commands_write_their_pictures(tmp_path):
+    """The README's main job (``python -m diffchain demo``) and the events demo, shortened, in fresh processes as a
+    newcomer runs them: each writes a PNG and says where."""
+    import subprocess
+    import sys
+
+    import matplotlib.image
+
+    for cmd, arg in (("demo", ["--seconds", "0.2"]), ("events", ["--steps", "100"])):
+        out = tmp_path / f"{cmd}.png"
+        run = subprocess.run([sys.executable, "-m", "diffchain", cmd, "--out", str(out), *arg], capture_output=True,
+                             text=True, timeout=600)
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert str(out) in run.stdout
+        image = matplotlib.image.imread(out)
+        assert image.ndim == 3 and min(image.shape[:2]) > 200 and image.std() > 0.01
