@@ -145,54 +145,43 @@ small_one = jax.jit(lambda c, s, u, on, al, tb, stab, j: act.small_dynamics(c, s
                     static_argnums=7)
 
 
-@given(random_problem(sizes=(2, 3, 4)), st.integers(0, 2**31), st.sampled_from([NO_STAB, 0.05]), st.booleans())
-def test_small_form_of_one_joint(problem, seed, stab, off_manifold):
-    """The lambda-first form with one joint's row alone (``joints=(j,)``: what one chain's event quanta take when
-    joint j alone is held, up to ``events.ONE_HELD_MAX`` points) == KKT and == the form with every joint's row."""
+def check_one_joint(problem, seed, stab, off_manifold, solve, references):
+    """A random problem with one joint j held alone (none if j is dependent): ``solve(chain, state, control, active,
+    alpha_w, theta_bar, stab, j)`` == each of ``references`` (solvers without j): a, the torque at j, the tensions."""
     chain, state, control, desc = problem
     rng = np.random.default_rng(seed)
     if off_manifold:
         state = perturb(chain, state, rng)
     j = int(rng.integers(chain.n))
-    active = choose_active(chain, state, control, rng, candidates=np.arange(chain.n) == j)  # none if j is dependent
+    active = choose_active(chain, state, control, rng, candidates=np.arange(chain.n) == j)
     alpha_w, theta_bar = rng.normal(size=chain.n), rng.uniform(-np.pi, np.pi, chain.n)
     desc += f" joint={j} active={active.astype(int).tolist()} seed={seed} stab={stab} off={off_manifold}"
-    a1, phi1, t1 = small_one(chain, state, control, active, alpha_w, theta_bar, stab, j)
-    a2, phi2, t2 = kkt(chain, state, control, active, alpha_w, theta_bar, stab)
-    a3, phi3, t3 = small(chain, state, control, active, alpha_w, theta_bar, stab)
+    a1, phi1, t1 = solve(chain, state, control, active, alpha_w, theta_bar, stab, j)
     tol = max(1e-10, 1e-16 * kkt_condition(chain, state, control, active))
     free_rod = ~(np.asarray(chain.guided[:-1]) & np.asarray(chain.guided[1:]))
     assert np.all(np.asarray(t1)[~active] == 0), desc
-    for a, phi, t in ((a2, phi2, t2), (a3, phi3, t3)):
+    for ref in references:
+        a, phi, t = ref(chain, state, control, active, alpha_w, theta_bar, stab)
         assert _rel(a1, a) <= tol, desc
         assert _rel(np.asarray(t1)[active], np.asarray(t)[active]) <= tol, desc
         assert _rel(np.asarray(phi1)[free_rod], np.asarray(phi)[free_rod]) <= 10 * tol, desc
 
 
-one_joint = jax.jit(lambda c, s, u, on, al, tb, stab: act.one_joint_dynamics(c, s, u, on, al, tb, stab))
+@given(random_problem(sizes=(2, 3, 4)), st.integers(0, 2**31), st.sampled_from([NO_STAB, 0.05]), st.booleans())
+def test_small_form_of_one_joint(problem, seed, stab, off_manifold):
+    """The lambda-first form with one joint's row alone (``joints=(j,)``: what one chain's event quanta take when
+    joint j alone is held, up to ``events.ONE_HELD_MAX`` points) == KKT and == the form with every joint's row."""
+    check_one_joint(problem, seed, stab, off_manifold, small_one, (kkt, small))
+
+
+one_joint = jax.jit(lambda c, s, u, on, al, tb, stab, j: act.one_joint_dynamics(c, s, u, on, al, tb, stab))
 
 
 @given(random_problem(sizes=SIZES), st.integers(0, 2**31), st.sampled_from([NO_STAB, 0.05]), st.booleans())
 def test_one_joint_by_superposition(problem, seed, stab, off_manifold):
     """One joint held alone by two Part I solves (:func:`diffchain.active.one_joint_dynamics`: what one long chain's
     event quanta take) == KKT and == the Part II recursion."""
-    chain, state, control, desc = problem
-    rng = np.random.default_rng(seed)
-    if off_manifold:
-        state = perturb(chain, state, rng)
-    j = int(rng.integers(chain.n))
-    active = choose_active(chain, state, control, rng, candidates=np.arange(chain.n) == j)  # none if j is dependent
-    alpha_w, theta_bar = rng.normal(size=chain.n), rng.uniform(-np.pi, np.pi, chain.n)
-    desc += f" joint={j} active={active.astype(int).tolist()} seed={seed} stab={stab} off={off_manifold}"
-    a1, phi1, t1 = one_joint(chain, state, control, active, alpha_w, theta_bar, stab)
-    tol = max(1e-10, 1e-16 * kkt_condition(chain, state, control, active))
-    free_rod = ~(np.asarray(chain.guided[:-1]) & np.asarray(chain.guided[1:]))
-    assert np.all(np.asarray(t1)[~active] == 0), desc
-    for a, phi, t in (kkt(chain, state, control, active, alpha_w, theta_bar, stab),
-                      rec(chain, state, control, active, alpha_w, theta_bar, stab)):
-        assert _rel(a1, a) <= tol, desc
-        assert _rel(np.asarray(t1)[active], np.asarray(t)[active]) <= tol, desc
-        assert _rel(np.asarray(phi1)[free_rod], np.asarray(phi)[free_rod]) <= 10 * tol, desc
+    check_one_joint(problem, seed, stab, off_manifold, one_joint, (kkt, rec))
 
 
 @pytest.mark.parametrize("n,k", [(5, 3), (13, 3)])
@@ -202,7 +191,7 @@ def test_one_joint_that_cannot_turn(n, k):
     the recursion's and KKT's without the redundant row."""
     chain, state, control, _, alpha_w = stiff_problem(n, k, seed=n * 10 + k, tail_active=False)
     active = np.arange(n) == 1
-    a, phi, tau = one_joint(chain, state, control, active, alpha_w, np.zeros(n), NO_STAB)
+    a, phi, tau = one_joint(chain, state, control, active, alpha_w, np.zeros(n), NO_STAB, 1)
     assert np.all(np.asarray(tau) == 0)
     a_ref, _ = plain(chain, state, control)
     a_rec, _, _ = rec(chain, state, control, active, alpha_w, np.zeros(n), NO_STAB)

@@ -119,6 +119,17 @@ def _projection(chain, state, stuck, held):
     return (v - Minv * (J.T @ np.linalg.solve(W, J @ v))).reshape(n, 2)
 
 
+def _random_contacts(chain, rng, n_stuck, n_held):
+    """A random moving pose 1 m up, with n_stuck random points stuck and n_held random interior joints held."""
+    k = chain.n - 1
+    state = dc.from_joint_angles(chain, rng.uniform(-1.5, 1.5, k), rng.normal(size=k), base=(0.0, 1.0),
+                                 base_velocity=rng.normal(size=2))
+    stuck, held = np.zeros(chain.n, bool), np.zeros(chain.n, bool)
+    stuck[rng.choice(chain.n, size=n_stuck, replace=False)] = True
+    held[1 + rng.choice(chain.n - 2, size=n_held, replace=False)] = True
+    return state, stuck, held
+
+
 @pytest.mark.parametrize("solver", [dc.ActiveRecursive(), dc.ActiveKKT()], ids=["recursive", "kkt"])
 def test_impulse_is_the_mass_metric_projection(solver):
     """Seed §7 Z1–Z3 with the same solver = the inelastic impulse: v' is the M-orthogonal projection of v onto the
@@ -130,12 +141,7 @@ def test_impulse_is_the_mass_metric_projection(solver):
     call = jax.jit(lambda es: ev.constrained_dynamics(chain, events, es, es.x, es.v, es.t, dc.Control(n=chain.n),
                                                       5 * DT, jnp.ones((), bool), solver))
     for trial in range(4):
-        state = dc.from_joint_angles(chain, rng.uniform(-1.5, 1.5, 5), rng.normal(size=5), base=(0.0, 1.0),
-                                     base_velocity=rng.normal(size=2))
-        stuck = np.zeros(chain.n, bool)
-        stuck[rng.choice(chain.n, size=1 + trial % 2, replace=False)] = True
-        held = np.zeros(chain.n, bool)
-        held[1 + rng.choice(chain.n - 2, size=trial % 3, replace=False)] = True
+        state, stuck, held = _random_contacts(chain, rng, 1 + trial % 2, trial % 3)
         es = dc.EventState(state, stuck=stuck, held=held)
         dv, _, _ = call(es)
         v_new = state.v + dv
@@ -158,12 +164,7 @@ def test_long_chain_solver_call_equals_kkt():
         chain, events, es, es.x, es.v, es.t, dc.Control(n=chain.n), 5 * DT, impulse, solver))
         for solver in (dc.ActiveRecursive(), dc.ActiveKKT())]
     for trial in range(4):
-        state = dc.from_joint_angles(chain, rng.uniform(-1.5, 1.5, 10), rng.normal(size=10), base=(0.0, 1.0),
-                                     base_velocity=rng.normal(size=2))
-        stuck = np.zeros(chain.n, bool)
-        stuck[rng.choice(chain.n, size=1 + trial % 2, replace=False)] = True
-        held = np.zeros(chain.n, bool)
-        held[1 + rng.choice(chain.n - 2, size=1 + trial // 2, replace=False)] = True
+        state, stuck, held = _random_contacts(chain, rng, 1 + trial % 2, 1 + trial // 2)
         es = dc.EventState(state, stuck=stuck, held=held, side=np.where(held, 1.0, 0.0))
         for impulse in (False, True):
             (a, tau_w, R), (a_ref, tau_ref, R_ref) = (call(es, jnp.asarray(impulse)) for call in calls)
