@@ -99,11 +99,13 @@ class Events(eqx.Module):
         self.z0 = jnp.concatenate(z0) if z0 else jnp.zeros((0, 2), dt)
         self.z = jnp.concatenate(z) if z else jnp.zeros((0, 2), dt)
         self.contact = jnp.ones((n,), bool) if contact is None else jnp.asarray(contact, bool)
-        def full(v, fill):  # joints 1..n-1; joint n (minus the last link's absolute angle) has no limit
-            v = jnp.broadcast_to(jnp.asarray(fill if v is None else v, dt), (n - 1,))
-            return jnp.concatenate([v, jnp.full((1,), fill, dt)])
+        def full(v, fill, name):  # joints 1..n-1; joint n (minus the last link's absolute angle) has no limit
+            v = jnp.asarray(fill if v is None else v, dt)
+            _require(v.ndim == 0 or v.shape == (n - 1,), f"Events: {name} must be a scalar or have one entry per "
+                     f"link, shape (n-1,) = ({n - 1},) for n = {n} points (joint 1 against the world), got {v.shape}")
+            return jnp.concatenate([jnp.broadcast_to(v, (n - 1,)), jnp.full((1,), fill, dt)])
 
-        self.theta_min, self.theta_max = full(theta_min, -jnp.inf), full(theta_max, jnp.inf)
+        self.theta_min, self.theta_max = full(theta_min, -jnp.inf, "theta_min"), full(theta_max, jnp.inf, "theta_max")
         self.threshold = jnp.asarray(threshold, dt)
         self.chatter_count = jnp.asarray(chatter_count, dt)
         self.chatter_window = jnp.asarray(chatter_window, dt)

@@ -471,6 +471,8 @@ def test_bad_event_input_is_refused():
         dc.Events(3, lines=(jnp.zeros((1, 2)), jnp.array([[0.0, 2.0]])))
     with pytest.raises(ValueError, match="theta_min < theta_max"):
         dc.Events(3, theta_min=0.5, theta_max=0.2)
+    with pytest.raises(ValueError, match=r"theta_max must be a scalar or have one entry per link, shape \(n-1,\) = \(2,\)"):
+        dc.Events(3, theta_max=[1.0, 1.0, 1.0])
     with pytest.raises(ValueError, match="n = 4"):
         dc.event_step(dc.free_chain(3), dc.Events(3), dc.EventState(dc.State(jnp.zeros((4, 2)))), dc.Control(n=4), DT)
     chain = dc.free_chain(2, length=0.5)
