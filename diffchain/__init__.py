@@ -36,4 +36,5 @@ from .mechsim import (actuator_forces, loop_closure_dynamics, loop_closure_terms
                       mechanism_rollout)
 from .banded import closed_chain_dynamics
 from .active import ActiveKKT, ActiveRecursive, active_dynamics_kkt, active_dynamics_recursive
-from .events import EventState, Events, StepReport, check_event_state, event_rollout, event_step
+from .eventstate import EventState, Events, StepReport, check_event_state
+from .events import event_rollout, event_step

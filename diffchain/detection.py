@@ -18,7 +18,7 @@ from .geometry import _pad_diff, joint_accelerations, joint_velocities, link_ang
 from .model import Chain, State
 
 if TYPE_CHECKING:
-    from .events import Events, EventState
+    from .eventstate import Events, EventState
 
 
 def _finite(x):
