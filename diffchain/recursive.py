@@ -380,7 +380,8 @@ def implicit_solve(swept, complete, matvec, tangent_swept=None):
     def _jvp(primals, tangents):
         op, b = primals
         dop, db = tangents
-        z = complete(op, b, checkpoint_name(swept(op, b), KKT_SOLUTION))
+        # leaf by leaf: jax < 0.7 names one array only (later versions map over a pytree themselves, the same way)
+        z = complete(op, b, jax.tree_util.tree_map(lambda q: checkpoint_name(q, KKT_SOLUTION), swept(op, b)))
         _, dKz = jax.jvp(lambda o: matvec(o, z), (op,), (dop,))  # dK z (the masks' tangents are float0)
         # one flat right-hand side: custom_linear_solve's transpose needs every leaf of it to depend on the tangents
         cuts = np.cumsum([len(q) for q in b])[:-1].tolist()
