@@ -84,8 +84,8 @@ def simulate(T=1500, dt=1e-3, *, n_links=6, mass=1.0, length=0.3, phi0=-0.8, hei
 
 def _ground(ax, xlim, depth=0.07):
     """The line y = 0 with a hatched strip below it."""
-    ax.add_patch(Rectangle((xlim[0], -depth), xlim[1] - xlim[0], depth, fc="0.93", ec="none", hatch="////",
-                           hatchcolor="0.45", lw=0, zorder=0))
+    ax.add_patch(Rectangle((xlim[0], -depth), xlim[1] - xlim[0], depth,
+                           **viz.hatch_color("0.45", fc="0.93", hatch="////", lw=0, zorder=0)))
     ax.plot(xlim, [0.0, 0.0], color="0.15", lw=1.3, zorder=0.5)
 
 

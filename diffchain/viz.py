@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.animation import FuncAnimation, PillowWriter
 from matplotlib.collections import LineCollection
-from matplotlib.patches import Polygon, Rectangle
+from matplotlib.patches import Patch, Polygon, Rectangle
 
 ROD_COLOR, POINT_COLOR, TRACE_COLOR = "#2b4c7e", "#d1495b", "#edae49"
 
@@ -26,13 +26,23 @@ def _np(a):
     return np.asarray(a, dtype=float)
 
 
+def hatch_color(color, **kwargs):
+    """Keywords for a patch hatched in ``color`` with no outline (``kwargs``: its other keywords).
+
+    ``hatchcolor`` where matplotlib has it (3.11 on); before, a patch hatches in its edge colour, so the edge takes
+    ``color`` and is not drawn (``lw=0``): the same picture (the PNG is identical byte for byte on 3.11)."""
+    if hasattr(Patch, "set_hatchcolor"):
+        return dict(kwargs, ec="none", hatchcolor=color)
+    return dict(kwargs, ec=color, lw=0)
+
+
 def _pin(ax, p, size, color="k", alpha=1.0):
     """A ground-pin symbol below point p: a triangle standing on a hatched strip of ground."""
     x, y = p
     tri = Polygon([(x, y), (x - 0.6 * size, y - size), (x + 0.6 * size, y - size)], closed=True, fc="white", ec=color,
                   lw=1.2, alpha=alpha, zorder=1)
-    ground = Rectangle((x - size, y - 1.4 * size), 2 * size, 0.4 * size, fc="none", ec="none", hatch="////",
-                       alpha=alpha, zorder=1, hatchcolor=color)
+    ground = Rectangle((x - size, y - 1.4 * size), 2 * size, 0.4 * size,
+                       **hatch_color(color, fc="none", hatch="////", alpha=alpha, zorder=1))
     ax.add_patch(tri)
     ax.add_patch(ground)
     return [tri, ground] + ax.plot([x - size, x + size], [y - size, y - size], color=color, lw=1.2, alpha=alpha, zorder=1)
