@@ -17,25 +17,35 @@ Threads. ``OPENBLAS_NUM_THREADS=1`` is set (unless already set): the KKT solver'
 thread pool on 2 cores and become erratic (n = 128: 72 ms instead of 7.5 ms).
 
 XLA flags. Before importing JAX the script adds ``--xla_cpu_experimental_ynn_fusion_type= --xla_cpu_use_xnnpack=false``
-to ``XLA_FLAGS`` (measured: the library's batched rollout runs ~1.9x faster with them on jaxlib 0.10.2, because the
-YNN/XNNPACK path handles the chain's batched 2x2 algebra badly); ``diffchain`` itself may add more on import (its XLA CPU
-workarounds, e.g. ``--xla_cpu_use_fusion_emitters=false``). The effective value is printed in the report. The same
-flags make MJX ~10x faster on this machine (measured 2.4e4 -> 3.4e5 steps/s), so MJX is measured with them (fair
-comparison, same process) and, for reference, once more in a subprocess with JAX's default flags.
+to ``XLA_FLAGS`` (the first only from jaxlib 0.8.1 on: XLA aborts on a flag it does not know, and older ones lack it;
+measured: the library's batched rollout runs ~1.9x faster with them on jaxlib 0.10.2, because the YNN/XNNPACK path
+handles the chain's batched 2x2 algebra badly); ``diffchain`` itself may add more on import (its XLA CPU workarounds,
+e.g. ``--xla_cpu_use_fusion_emitters=false``). The effective value is printed in the report. The same flags make MJX
+~10x faster on this machine (measured 2.4e4 -> 3.4e5 steps/s), so MJX is measured with them (fair comparison, same
+process) and, for reference, once more in a subprocess with JAX's default flags.
 """
 from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.metadata
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
 import time
 
-BENCH_XLA_FLAGS = ("--xla_cpu_experimental_ynn_fusion_type=", "--xla_cpu_use_xnnpack=false")
+
+def _jaxlib_release():
+    """The installed jaxlib as (major, minor, patch), from its metadata (JAX is imported after the flags are set)."""
+    return tuple(int(p) for p in re.findall(r"\d+", importlib.metadata.version("jaxlib"))[:3])
+
+
+BENCH_XLA_FLAGS = ((("--xla_cpu_experimental_ynn_fusion_type=",) if _jaxlib_release() >= (0, 8, 1) else ())
+                   + ("--xla_cpu_use_xnnpack=false",))  # the YNN flag as in diffchain/__init__.py
 SECTIONS = ("fd", "throughput", "grad", "compile")
 HERE = os.path.dirname(os.path.abspath(__file__))
 
