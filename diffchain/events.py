@@ -47,7 +47,7 @@ import jax.numpy as jnp
 
 from .active import SMALL_MAX, ActiveRecursive, ActiveSolver, one_joint_dynamics, small_dynamics
 from .batching import _explicit, one_chain_or, outside_derivatives, rare_cond, scan_until
-from .forces import external_forces, torque_forces
+from .forces import _speed, external_forces, torque_forces
 from .detection import _angles, _ends_beyond, _finite, _quantum, detect
 from .eventstate import EventState, Events, StepReport, _cache, _none, _pack, _unpack, check_event_state
 from .geometry import _pad_diff, joint_accelerations, joint_velocities, links, wrap_angle
@@ -165,8 +165,11 @@ def constrained_dynamics(chain: Chain, events: Events, es: EventState, x, v, t, 
 
 
 def _error_estimate(a1, a, h):
-    """Seed §12.2 (Euler with back-tracking): the velocity error of a sub-quantum of length h, max_i |a'_i - a_i| h."""
-    return jnp.max(jnp.linalg.norm(a1 - a, axis=-1)) * h
+    """Seed §12.2 (Euler with back-tracking): the velocity error of a sub-quantum of length h, max_i |a'_i - a_i| h.
+    The norm's derivative is finite where a point's acceleration did not change (:func:`~diffchain.forces._speed`):
+    the estimate is carried in the StepReport, and JAX before 0.7 sends its zero cotangent through that norm."""
+    d = a1 - a
+    return jnp.max(_speed(d[..., 0], d[..., 1])) * h
 
 
 def _release_tests(chain: Chain, events: Events, es: EventState, R, tau_w):

@@ -36,6 +36,7 @@ def test_gradients_match_finite_differences_without_events(rollout_loss):
     th, bv, height = jnp.array([0.3, 0.4, -0.5]), jnp.array([0.5, 3.0]), 6.0
     (g_th, g_bv), rep = grad(th, bv, height)
     assert int(rep.events.sum()) == 0
+    assert np.all(np.isfinite(g_th)) and np.all(np.isfinite(g_bv))  # (assert_allclose takes NaN == NaN)
     eps = 1e-6
     for g, arg in ((g_th, 0), (g_bv, 1)):
         for k in range(g.shape[0]):
@@ -56,6 +57,7 @@ def test_second_derivatives_match_finite_differences_without_events(rollout_loss
     hvp = jax.jit(lambda t, w: jax.jvp(g_th, (t,), (w,))[1])(th, w)
     eps = 1e-5
     fd = (g_th(th + eps * w) - g_th(th - eps * w)) / (2 * eps)
+    assert np.all(np.isfinite(hvp)) and np.all(np.isfinite(fd))  # (assert_allclose takes NaN == NaN)
     np.testing.assert_allclose(hvp, fd, rtol=1e-6, atol=1e-8)
 
 
@@ -81,6 +83,7 @@ def test_gradient_of_a_batch_equals_the_gradients_one_by_one(rollout_loss):
     height = jnp.array([1.0, 1.0, 6.0])
     total = lambda th, bv: jnp.sum(jax.vmap(lambda *a: loss(*a)[0])(th, bv, height))  # noqa: E731
     g_th, g_bv = jax.jit(jax.grad(total, (0, 1)))(th, bv)
+    assert np.all(np.isfinite(g_th)) and np.all(np.isfinite(g_bv))
     events = 0
     for i in range(3):
         (one_th, one_bv), rep = grad(th[i], bv[i], height[i])
