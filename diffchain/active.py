@@ -346,6 +346,16 @@ def root_torque(active1, alpha1, p1, qw1, q1, sigma, ell):
     return jnp.where(ok, (alpha1 - q1) / jnp.where(ok, qw1, 1.0), 0.0)
 
 
+def _joint_alpha(rx, ry, inv_rho, ax, ay):
+    """alpha^z of every joint (seed eq. 13) for point accelerations (a_x, a_y), the links by components."""
+    return _pad_diff(link_omega_c(rx, ry, inv_rho, ax[1:] - ax[:-1], ay[1:] - ay[:-1]))
+
+
+def _scales(chain: Chain):
+    """sigma = max 1/m and ell = min l (1 for one point): the scales of the lock test (:func:`root_torque`)."""
+    return jnp.max(1.0 / chain.m), jnp.min(chain.l) if chain.n > 1 else jnp.ones((), chain.m.dtype)
+
+
 def active_dynamics_recursive(chain: Chain, state: State, control: Control, active, alpha_w, theta_bar=None,
                               stab=None):
     """Accelerations a (n,2), rod tensions phi (n-1,) and constraint torques tau_w (n,) by the O(n) recursion of seed
@@ -362,12 +372,10 @@ def active_dynamics_recursive(chain: Chain, state: State, control: Control, acti
     if chain.has_links:
         raise NotImplementedError("active_dynamics_recursive: rigid links with distributed mass are not supported by "
                                   "the Part II recursion; use active_dynamics_kkt")
-    n, dt = chain.n, chain.m.dtype
     active = _active_mask(chain, active)
     op, b = kkt_system(chain, state, control, stab)
     _, _, _, inv_rho, _, _ = links_c(state.x[:, 0], state.x[:, 1])
-    sigma = jnp.max(1.0 / chain.m)
-    ell = jnp.min(chain.l) if n > 1 else jnp.ones((), dt)
+    sigma, ell = _scales(chain)
     alpha = active_terms(chain, state, alpha_w, theta_bar, stab)
     ax, ay, yr, _, _, yt = active_solve(op + (inv_rho, active, sigma, ell), b + (jnp.where(active, alpha, 0.0),))
     return jnp.stack([ax, ay], -1), -yr, jnp.where(active, -yt, 0.0)
@@ -400,13 +408,10 @@ def one_joint_dynamics(chain: Chain, state: State, control: Control, active, alp
     a, phi = jax.vmap(solve)(pair(chain.g, 0.0), pair(state.v, jnp.zeros_like(state.v)), pair(control, unit),
                              None if stab is None else pair(stab, stab_unit))
     _, _, _, inv_rho, rx, ry = links_c(state.x[:, 0], state.x[:, 1])
-    alpha = jax.vmap(lambda a: _pad_diff(link_omega_c(rx, ry, inv_rho, a[1:, 0] - a[:-1, 0], a[1:, 1] - a[:-1, 1])))(a)
-    rhs = active_terms(chain, state, alpha_w, theta_bar, stab)
+    alpha = jax.vmap(lambda a: _joint_alpha(rx, ry, inv_rho, a[:, 0], a[:, 1]))(a)
     at_j = lambda q: jnp.sum(jnp.where(active, q, 0.0))  # noqa: E731
-    q = at_j(alpha[1])
-    sigma, ell = jnp.max(1.0 / chain.m), jnp.min(chain.l) if chain.n > 1 else jnp.ones((), dtype)
-    ok = jnp.any(active) & (q * ell**2 > _lock_tolerance(dtype) * sigma)
-    tau = jnp.where(ok, (at_j(rhs) - at_j(alpha[0])) / jnp.where(ok, q, 1.0), 0.0)
+    rhs = at_j(active_terms(chain, state, alpha_w, theta_bar, stab))
+    tau = root_torque(jnp.any(active), rhs, None, at_j(alpha[1]), at_j(alpha[0]), *_scales(chain))
     return a[0] + tau * a[1], phi[0] + tau * phi[1], tau * e
 
 
@@ -440,7 +445,7 @@ def _active_matvec(op, z):
     ax, ay, yt = z[0], z[1], z[5]
     top_x, top_y, rod, row1, row2 = _kkt_matvec(op, z[:5])
     fx, fy = _torque_forces_c(rx, ry, inv_rho, jnp.where(act, yt, 0.0))
-    alpha = _pad_diff(link_omega_c(rx, ry, inv_rho, ax[1:] - ax[:-1], ay[1:] - ay[:-1]))  # eq. (13)
+    alpha = _joint_alpha(rx, ry, inv_rho, ax, ay)
     return top_x + fx, top_y + fy, rod, row1, row2, jnp.where(act, alpha, yt)
 
 
