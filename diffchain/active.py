@@ -404,7 +404,9 @@ def one_joint_dynamics(chain: Chain, state: State, control: Control, active, alp
     def solve(g, v, u, s):
         return part_one(eqx.tree_at(lambda c: c.g, chain, g), State(state.x, v, state.t), u, s)
 
-    pair = lambda p, q: jax.tree.map(lambda y, z: jnp.stack([jnp.asarray(y, dtype), jnp.asarray(z, dtype)]), p, q)  # noqa: E731
+    def pair(p, q):  # the two solves' inputs stacked
+        return jax.tree.map(lambda y, z: jnp.stack([jnp.asarray(y, dtype), jnp.asarray(z, dtype)]), p, q)
+
     a, phi = jax.vmap(solve)(pair(chain.g, 0.0), pair(state.v, jnp.zeros_like(state.v)), pair(control, unit),
                              None if stab is None else pair(stab, stab_unit))
     _, _, _, inv_rho, rx, ry = links_c(state.x[:, 0], state.x[:, 1])

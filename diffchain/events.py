@@ -239,8 +239,8 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
 
 def _event_quantum(chain: Chain, events: Events, start_state, control: Control, dt, solver, stab_factor):
     """:func:`event_step` from and to ``start_state``: an :class:`EventState`, or as :func:`event_rollout` carries it,
-    (the arrays of :func:`~diffchain.eventstate._pack`, the control of the last quantum). The branches of the one chain's cond unpack the
-    start themselves, so that what they read of it is the pack's few buffers, not a slice each."""
+    (the arrays of :func:`~diffchain.eventstate._pack`, the control of the last quantum). The branches of the one
+    chain's cond unpack the start themselves, so that what they read of it is the pack's few buffers, not a slice each."""
     packed = not isinstance(start_state, EventState)
     read = (lambda: _unpack(*start_state)) if packed else (lambda: start_state)  # noqa: E731
     es = read()

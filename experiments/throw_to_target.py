@@ -88,7 +88,8 @@ def main():
         p = optax.apply_updates(p, updates)
         launches.append(p)
         if it % 10 == 0 or it == args.iters - 1:
-            print(f"iter {it:3d}  loss {float(value):.3e}  launch v = ({p[0]:.4f}, {p[1]:.4f}) m/s, spin {p[2]:.4f} rad/s")
+            print(f"iter {it:3d}  loss {float(value):.3e}  launch v = ({p[0]:.4f}, {p[1]:.4f}) m/s, "
+                  f"spin {p[2]:.4f} rad/s")
     print(f"{args.iters} gradient steps in {time.perf_counter() - t0:.1f} s")
 
     run = jax.jit(throw)
@@ -109,8 +110,8 @@ def figure(chain, args, first, last, history, launches):
         com = x.mean(1)
         ax.plot(com[:, 0], com[:, 1], color=plt.get_cmap(cmap)(0.8), lw=1.5, label=f"{name}: centre of the points")
         for k, idx in enumerate(np.linspace(0, len(x) - 1, 9).astype(int)):
-            viz.draw_chain(ax, chain, dc.State(x[idx]), alpha=0.25 + 0.75 * k / 8, rod_color=plt.get_cmap(cmap)(0.4 + 0.5 * k / 8),
-                           point_color=plt.get_cmap(cmap)(0.9), lw=1.8, marker_scale=4.0)
+            viz.draw_chain(ax, chain, dc.State(x[idx]), alpha=0.25 + 0.75 * k / 8,
+                           rod_color=plt.get_cmap(cmap)(0.4 + 0.5 * k / 8), point_color=plt.get_cmap(cmap)(0.9), lw=1.8, marker_scale=4.0)
         stuck = np.asarray(traj.stuck[-1])
         ax.plot(x[-1, stuck, 0], x[-1, stuck, 1], "ks", ms=6)
     ax.axvline(args.target, color="tab:red", ls="--", lw=1.2, label=f"target x = {args.target} m")
