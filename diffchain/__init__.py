@@ -60,3 +60,20 @@ from .banded import closed_chain_dynamics
 from .active import ActiveKKT, ActiveRecursive, active_dynamics_kkt, active_dynamics_recursive
 from .eventstate import EventState, Events, StepReport, check_event_state
 from .events import event_rollout, event_step
+
+__all__ = [
+    # the chain, its state and inputs (model.py, geometry.py, forces.py)
+    "Chain", "Control", "State", "cart_chain", "free_chain", "pendulum", "from_joint_angles", "joint_accelerations",
+    "joint_angles", "joint_velocities", "link_angles", "energy",
+    # forward dynamics, integration, sensitivities
+    "KKT", "Recursive", "Solver", "forward_dynamics", "RK4", "Integrator", "SeedQuantum", "SemiImplicitEuler",
+    "check_state", "constraint_violation", "rollout", "step", "da_dF", "dalpha_dtau",
+    # closed loops and mechanisms (seeds 001-004)
+    "Mechanism", "MechanismBuilder", "Larin", "NullSpace", "RangeSpace", "constraint_terms", "lagrange_terms",
+    "mechanism_dynamics", "reactions", "acceleration_analysis", "assemble", "kinematic_analysis", "velocity_analysis",
+    "actuator_forces", "loop_closure_dynamics", "loop_closure_terms", "mechanism_inverse_dynamics",
+    "mechanism_rollout", "closed_chain_dynamics",
+    # active joints, contacts, limits (seed 000 Part II, §7, §12)
+    "ActiveKKT", "ActiveRecursive", "active_dynamics_kkt", "active_dynamics_recursive", "EventState", "Events",
+    "StepReport", "check_event_state", "event_rollout", "event_step",
+]

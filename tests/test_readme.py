@@ -12,6 +12,20 @@ def test_readme_examples_run():
         exec(compile(block, "README.md", "exec"), namespace)
 
 
+def test_public_api_is_what_the_readme_uses():
+    """``diffchain.__all__`` names the public API: each name exists, and each ``dc.<name>`` of the README that is
+    not a submodule is one of them."""
+    import types
+
+    import diffchain as dc
+
+    assert [n for n in dc.__all__ if not hasattr(dc, n)] == []
+    used = set(re.findall(r"\bdc\.(\w+)", (pathlib.Path(__file__).parent.parent / "README.md").read_text()))
+    assert used, "the README uses no dc.<name>"
+    assert sorted(n for n in used if not isinstance(getattr(dc, n, None), types.ModuleType)
+                  and n not in dc.__all__) == []
+
+
 def test_notebook_code_cells_run():
     import json
 
