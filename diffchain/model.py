@@ -7,10 +7,13 @@ constraints on and off with them, never by changing shapes. (Differentiate with 
 """
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import equinox as eqx
+from equinox.internal import unvmap_any
 from jaxtyping import Array, Bool, Float
 
 G = 9.81  # seed 000 §4.1
@@ -26,6 +29,61 @@ def _concrete(x):
 def _require(ok: bool, message: str):
     if not ok:
         raise ValueError(message)
+
+
+def _raise_in_generator(message):
+    """Raise ValueError(message) from a generator's frame: a finished generator has no caller frame, so the traceback
+    that JAX writes into a ``JaxRuntimeError`` when a host callback raises under ``jit`` is one line long and the
+    message comes right after it, instead of after every frame of the caller's stack."""
+    raise ValueError(message)
+    yield  # noqa: unreachable (makes this a generator)
+
+
+def _fail(message, x, bad, got):
+    """Host side of :func:`runtime_check` (only ever called on bad input): raise with the first bad value."""
+    bad, got = np.asarray(bad), np.asarray(got)
+    where = np.argwhere(bad)
+    if bad.ndim and where.size:  # under vmap: name the first bad element of the batch
+        idx = tuple(int(i) for i in where[0])
+        got = got[tuple(min(i, s - 1) for i, s in zip(idx, got.shape))]
+        message = f"{message} (batch element {idx[0] if len(idx) == 1 else idx})"
+    next(_raise_in_generator(f"{message}, got {_show(got)}"))
+    return x
+
+
+def _show(value):
+    return np.array2string(np.asarray(value), threshold=12, edgeitems=3, precision=6)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
+def _checked(message, x, bad, got):
+    def fail(x, bad, got):
+        return jax.pure_callback(functools.partial(_fail, message), jax.ShapeDtypeStruct(x.shape, x.dtype), x, bad,
+                                 got, vmap_method="expand_dims")
+
+    return jax.lax.cond(unvmap_any(bad), fail, lambda x, bad, got: x, x, bad, got)
+
+
+@_checked.defjvp
+def _checked_jvp(message, primals, tangents):
+    return _checked(message, *primals), tangents[0]
+
+
+def runtime_check(x, bad, message: str, got=None):
+    """``x``, after raising ``ValueError(message + ", got " + got)`` where ``bad`` (a boolean array) holds anywhere.
+
+    Values known now are checked now (a plain ValueError). Traced values (under ``jit``, ``vmap``, ``grad``) are
+    checked when the program runs: a ``lax.cond`` whose error branch is a host callback, so valid input costs one
+    reduction and a branch; under ``jit`` JAX reports the error as a ``JaxRuntimeError`` whose text starts with the
+    message. Under ``vmap`` a bad element anywhere in the batch raises and is named. The check is tied to ``x``: the
+    caller must use the returned array, and a check whose result is unused is removed with it.
+    """
+    got = bad if got is None else got
+    if not any(isinstance(a, jax.core.Tracer) for a in (x, bad, got)):
+        if bool(np.any(np.asarray(bad))):
+            raise ValueError(f"{message}, got {_show(got)}")
+        return x
+    return _checked(message, x, jnp.any(bad), got)
 
 
 class Chain(eqx.Module):
@@ -65,78 +123,94 @@ class Chain(eqx.Module):
     link_inertia: Float[Array, " n-1"] | None
 
     def __init__(self, m, l, *, guided=None, slider=None, s=None, c=None, k_omega=0.0, k_v=0.0, g=G,
-                 link_mass=None, link_com=None, link_inertia=None):
+                 link_mass=None, link_com=None, link_inertia=None, check: bool = True):
+        """Shapes are checked here; values (finite, positive masses and lengths, ...) too, also when they are traced:
+        under ``jit``/``vmap`` the check runs with the program (:func:`runtime_check`). ``check=False`` skips the
+        checks of traced values (a program without host callbacks); known values are always checked."""
         m = jnp.asarray(m)
         m = m.astype(jnp.result_type(float, m.dtype))
-        n = m.shape[0] if m.ndim == 1 else -1
-        dtype = m.dtype
-        self.m = m
-        self.l = jnp.asarray(l, dtype)
-        self.s = jnp.broadcast_to(jnp.asarray([0.0, 1.0] if s is None else s, dtype), (max(n, 0), 2))
-        self.c = jnp.broadcast_to(jnp.asarray(0.0 if c is None else c, dtype), (max(n, 0),))
+        _require(m.ndim == 1 and m.shape[0] >= 1, f"Chain: masses m must be a 1-D array of n >= 1 point masses, got shape {m.shape}")
+        n, dtype = m.shape[0], m.dtype
+        l = jnp.asarray(l, dtype)
+        _require(l.shape == (n - 1,), f"Chain: lengths l must have shape (n-1,) = ({n - 1},) for n = {n} points, got {l.shape}")
+        self.m, self.l = m, l
+        self.s = _per_point_or_one(s if s is not None else [0.0, 1.0], (n, 2), dtype, "Chain: s (slider normals)")
+        self.c = _per_point_or_one(0.0 if c is None else c, (n,), dtype, "Chain: c (slider offsets)")
         k_omega = jnp.asarray(k_omega, dtype)
         if k_omega.ndim == 0:
-            k_omega = jnp.full((max(n, 0),), k_omega).at[-1:].set(0.0)
+            k_omega = jnp.full((n,), k_omega).at[-1:].set(0.0)
         self.k_omega = k_omega
-        k_v = jnp.asarray(k_v, dtype)
-        self.k_v = jnp.broadcast_to(k_v, (max(n, 0),)) if k_v.ndim == 0 else k_v
+        self.k_v = _per_point_or_one(k_v, (n,), dtype, "Chain: k_v")
         self.g = jnp.asarray(g, dtype)
-        self.guided = jnp.zeros((max(n, 0),), bool) if guided is None else jnp.asarray(guided, bool)
-        self.slider = jnp.zeros((max(n, 0),), bool) if slider is None else jnp.asarray(slider, bool)
+        _require(self.g.shape == (), f"Chain: g must be a scalar (the gravitational acceleration along -y), got shape "
+                 f"{self.g.shape}")
+        self.guided = jnp.zeros((n,), bool) if guided is None else jnp.asarray(guided, bool)
+        self.slider = jnp.zeros((n,), bool) if slider is None else jnp.asarray(slider, bool)
+        _require(self.guided.shape == (n,), f"Chain: guided must have one flag per point (n = {n}), got shape {self.guided.shape}")
+        _require(self.slider.shape == (n,), f"Chain: slider must have one flag per point (n = {n}), got shape {self.slider.shape}")
+        _require(self.k_omega.shape == (n,), f"Chain: k_omega must be a scalar or have shape ({n},), got {self.k_omega.shape}")
         if link_mass is None and link_com is None and link_inertia is None:
             self.link_mass = self.link_com = self.link_inertia = None
         else:
-            k = self.l.shape
-            self.link_mass = jnp.broadcast_to(jnp.asarray(0.0 if link_mass is None else link_mass, dtype), k)
-            half = jnp.stack([self.l / 2, jnp.zeros_like(self.l)], -1)
-            self.link_com = half if link_com is None else jnp.broadcast_to(jnp.asarray(link_com, dtype), k + (2,))
-            self.link_inertia = jnp.broadcast_to(jnp.asarray(0.0 if link_inertia is None else link_inertia, dtype), k)
+            k = (n - 1,)
+            self.link_mass = _per_point_or_one(0.0 if link_mass is None else link_mass, k, dtype, "Chain: link_mass")
+            self.link_inertia = _per_point_or_one(0.0 if link_inertia is None else link_inertia, k, dtype,
+                                                  "Chain: link_inertia")
+            if link_com is None:
+                self.link_com = jnp.stack([self.l / 2, jnp.zeros_like(self.l)], -1)
+            else:
+                self.link_com = jnp.asarray(link_com, dtype)
+                _require(self.link_com.shape == k + (2,), f"Chain: link_com must have shape (n-1, 2) = {k + (2,)}, one "
+                         f"centre of mass (a, b) per link, got {self.link_com.shape}")
+        self._check_values(check)
 
-    def __check_init__(self):
-        m, l = self.m, self.l
-        _require(m.ndim == 1 and m.shape[0] >= 1, f"Chain: masses m must be a 1-D array of n >= 1 point masses, got shape {m.shape}")
-        n = m.shape[0]
-        _require(l.shape == (n - 1,), f"Chain: lengths l must have shape (n-1,) = ({n - 1},) for n = {n} points, got {l.shape}")
-        _require(self.guided.shape == (n,), f"Chain: guided must have one flag per point (n = {n}), got shape {self.guided.shape}")
-        _require(self.slider.shape == (n,), f"Chain: slider must have one flag per point (n = {n}), got shape {self.slider.shape}")
+    def _check_values(self, check):
+        """Finite, positive masses and lengths, ...: now where the values are known, else at run time if ``check``."""
+        def verify(name, bad, what, got=None):
+            val = getattr(self, name)
+            if not isinstance(val, jax.core.Tracer):
+                val_np = np.asarray(val)
+                _require(not np.any(bad(np, val_np)), f"Chain: {name} must be {what}, got "
+                         f"{_show(val_np if got is None else got(np, val_np))}")
+            elif check:
+                setattr(self, name, runtime_check(val, bad(jnp, val), f"Chain: {name} must be {what}",
+                                                  val if got is None else got(jnp, val)))
+
+        finite = lambda xp, v: ~xp.isfinite(v)  # noqa: E731
         for name in ("m", "l"):
-            val = _concrete(getattr(self, name))
-            if val is not None:
-                _require(bool(np.all(np.isfinite(val))), f"Chain: {name} must be finite, got {val}")
-                if name == "m" and self.has_links:
-                    _require(bool(np.all(val >= 0)), f"Chain: m must be non-negative, got {val}")
-                else:
-                    _require(bool(np.all(val > 0)), f"Chain: {name} must be positive, got {val}")
+            verify(name, finite, "finite")
         if self.has_links:
-            self._check_links()
-        _require(self.k_omega.shape == (n,) and self.k_v.shape == (n,),
-                 f"Chain: k_omega and k_v must be scalars or have shape ({n},)")
+            verify("m", lambda xp, v: v < 0, "non-negative")
+        else:
+            verify("m", lambda xp, v: ~(v > 0), "positive")
+        verify("l", lambda xp, v: ~(v > 0), "positive")
         for name in ("k_omega", "k_v"):
-            val = _concrete(getattr(self, name))
-            if val is not None:
-                _require(bool(np.all(np.isfinite(val)) and np.all(val >= 0)),
-                         f"Chain: {name} must be finite and non-negative, got {val}")
-        s, on = _concrete(self.s), _concrete(self.slider)
-        if s is not None and on is not None and on.any():
-            norms = np.linalg.norm(s[on], axis=-1)
-            _require(bool(np.all(np.abs(norms - 1) < 1e-6)), f"Chain: slider normals s must be unit vectors, got norms {norms}")
+            verify(name, lambda xp, v: ~(xp.isfinite(v) & (v >= 0)), "finite and non-negative")
+        verify("g", finite, "finite")
+        verify("c", finite, "finite")
+        on = self.slider if isinstance(self.slider, jax.core.Tracer) else np.asarray(self.slider)
+        norm = lambda xp, v: xp.sqrt(xp.sum(v * v, -1))  # noqa: E731
+        verify("s", lambda xp, v: on & ~(xp.abs(norm(xp, v) - 1) < 1e-6),
+               "unit vectors where slider is set (norms 1 to 1e-6): the norms", norm)
+        if self.has_links:
+            for name in ("link_mass", "link_inertia", "link_com"):
+                verify(name, finite, "finite")
+            for name in ("link_mass", "link_inertia"):
+                verify(name, lambda xp, v: v < 0, "non-negative")
+            self._check_mass(check)
 
-    def _check_links(self):
+    def _check_mass(self, check):
         from .inertia import point_mass_blocks
 
-        k = self.l.shape
-        _require(self.link_mass.shape == k and self.link_inertia.shape == k and self.link_com.shape == k + (2,),
-                 f"Chain: link_mass and link_inertia must have shape {k}, link_com {k + (2,)}")
-        for name in ("link_mass", "link_inertia", "link_com"):
-            val = _concrete(getattr(self, name))
-            if val is not None:
-                _require(bool(np.all(np.isfinite(val))), f"Chain: {name} must be finite, got {val}")
-                _require(name == "link_com" or bool(np.all(val >= 0)), f"Chain: {name} must be non-negative, got {val}")
-        blocks = _concrete(point_mass_blocks(self)) if _concrete(self.m) is not None else None
-        if blocks is not None:
-            weak = np.flatnonzero(np.linalg.eigvalsh(blocks)[:, 0] <= 0)
+        lowest = jnp.linalg.eigvalsh(point_mass_blocks(self))[:, 0]
+        if not isinstance(lowest, jax.core.Tracer):
+            weak = np.flatnonzero(np.asarray(lowest) <= 0)
             _require(weak.size == 0, f"Chain: points {weak.tolist()} carry no mass (neither a point mass nor link "
                      "mass at that end): their accelerations would be undetermined")
+        elif check:
+            self.m = runtime_check(self.m, lowest <= 0, "Chain: every point must carry mass (a point mass or link mass "
+                                   "at that end), else its acceleration is undetermined; the smallest eigenvalues of "
+                                   "the points' 2x2 mass blocks are", lowest)
 
     @property
     def has_links(self) -> bool:
@@ -223,6 +297,14 @@ def check_sizes(chain: Chain, state: State | None = None, control=None, who: str
     if isinstance(control, Control):
         _require(control.tau.shape[-1] == n, f"{who}: the control has tau of shape {control.tau.shape}, the chain has "
                  f"n = {n} points: tau must be (..., {n}), F and a_w (..., {n}, 2)")
+
+
+def _per_point_or_one(value, shape, dtype, name):
+    """``value`` as an array of ``shape``, from that shape or from one entry for all (shape ``shape[1:]``)."""
+    arr = jnp.asarray(value, dtype)
+    _require(arr.shape in (shape, shape[1:]), f"{name} must have shape {shape} or {shape[1:]} (one value for all), "
+             f"got {arr.shape}")
+    return jnp.broadcast_to(arr, shape)
 
 
 def _per_point(value, n, name):
