@@ -130,6 +130,12 @@ def main(argv=None) -> int:
         return 0
     if args.links < 1 or args.seconds <= 0 or args.dt <= 0:
         parser.error("--links must be >= 1, --seconds and --dt positive")
+    try:
+        import matplotlib  # noqa: F401  (both commands draw: the `viz` extra)
+    except ModuleNotFoundError:
+        print('python -m diffchain draws with matplotlib, which is not installed: pip install "diffchain[viz]"',
+              file=sys.stderr)
+        return 1
     return args.func(args)
 
 

@@ -13,11 +13,26 @@ The module never selects a backend: scripts that run without a display call ``ma
 """
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.animation import FuncAnimation, PillowWriter
-from matplotlib.collections import LineCollection
-from matplotlib.patches import Patch, Polygon, Rectangle
+
+_MISSING_MATPLOTLIB = 'diffchain draws with matplotlib, which is not installed: pip install "diffchain[viz]"'
+
+
+def _require_matplotlib():
+    """Import matplotlib (an optional dependency: the ``viz`` extra); without it, an ImportError that says how to
+    install it."""
+    try:
+        import matplotlib
+    except ModuleNotFoundError as e:
+        raise ImportError(_MISSING_MATPLOTLIB) from e
+    return matplotlib
+
+
+_require_matplotlib()
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.animation import FuncAnimation, PillowWriter  # noqa: E402
+from matplotlib.collections import LineCollection  # noqa: E402
+from matplotlib.patches import Patch, Polygon, Rectangle  # noqa: E402
 
 ROD_COLOR, POINT_COLOR, TRACE_COLOR = "#2b4c7e", "#d1495b", "#edae49"
 

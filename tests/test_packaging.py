@@ -1,0 +1,204 @@
+"""Packaging: the declared dependencies are what the code imports, and the sdist and wheel hold what they should.
+
+The dependency tests read pyproject.toml and parse the sources with ``ast`` (a second, independent account of what the
+code needs). The slow test builds the sdist and the wheel, lists their files against the source tree, installs the
+sdist into a fresh venv and runs some of the sdist's own tests there, against the installed copy.
+"""
+import ast
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from xml.etree import ElementTree
+
+import pytest
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: pytest depends on tomli there
+    import tomli as tomllib
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+# The modules that draw (matplotlib: the `viz` extra); `import diffchain` imports none of them.
+DRAWING = {"viz.py", "demo_events.py", "__main__.py"}
+# distribution name -> the top-level module it provides. A dependency missing here fails the tests below with a
+# KeyError: add it.
+MODULE_OF = {"jax": "jax", "jaxlib": "jaxlib", "equinox": "equinox", "numpy": "numpy", "jaxtyping": "jaxtyping",
+             "matplotlib": "matplotlib", "optax": "optax", "pytest": "pytest", "pytest-xdist": "xdist",
+             "hypothesis": "hypothesis", "mujoco": "mujoco", "mujoco-mjx": "mujoco", "gymnasium": "gymnasium",
+             "build": "build", "setuptools": "setuptools", "tomli": "tomli"}
+
+
+def _project():
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+
+def _modules(requirements, extras):
+    """Top-level modules of a list of requirement strings; ``diffchain[x]`` stands for the extra x."""
+    out = set()
+    for req in requirements:
+        name, extra = re.match(r"\s*([A-Za-z0-9_.-]+)\s*(?:\[([^\]]*)\])?", req).groups()
+        if name == "diffchain":
+            for e in extra.split(","):
+                out |= _modules(extras[e.strip()], extras)
+        else:
+            out.add(MODULE_OF[name.lower()])
+    return out
+
+
+def _catches_import_error(handler):
+    kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return any(k is None or getattr(k, "id", None) in ("ImportError", "ModuleNotFoundError") for k in kinds)
+
+
+def _code(path):
+    """The Python code of a .py file or of a notebook's code cells."""
+    if path.suffix == ".ipynb":
+        cells = json.loads(path.read_text())["cells"]
+        return "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    return path.read_text()
+
+
+def _imports(paths, local=()):
+    """Third-party top-level modules imported anywhere in these files (module level or in functions), except the
+    optional ones (inside a ``try`` whose handler catches ImportError), the standard library, diffchain and ``local``."""
+    names = set()
+    for path in paths:
+        tree = ast.parse(_code(path), str(path))
+        optional = {id(n) for t in ast.walk(tree) if isinstance(t, ast.Try) and any(map(_catches_import_error,
+                                                                                         t.handlers))
+                    for stmt in t.body for n in ast.walk(stmt)}
+        for node in ast.walk(tree):
+            if id(node) in optional:
+                continue
+            if isinstance(node, ast.Import):
+                names |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names.add(node.module.split(".")[0])
+    return names - set(sys.stdlib_module_names) - {"__future__", "diffchain"} - set(local)
+
+
+def test_runtime_dependencies_are_what_the_library_imports():
+    project = _project()
+    library = [p for p in (ROOT / "diffchain").rglob("*.py") if p.name not in DRAWING]
+    assert len(library) > 10
+    # jaxlib: JAX's compiled half, which diffchain uses through jax (and whose version it reads to set XLA flags)
+    assert _modules(project["dependencies"], project["optional-dependencies"]) == _imports(library) | {"jaxlib"}
+    drawing = [ROOT / "diffchain" / name for name in DRAWING]
+    assert (_imports(drawing) - _imports(library)
+            == _modules(project["optional-dependencies"]["viz"], project["optional-dependencies"]) == {"matplotlib"})
+
+
+def test_extras_cover_what_tests_and_examples_import():
+    project = _project()
+    extras = project["optional-dependencies"]
+    runtime = _modules(project["dependencies"], extras)
+    tests = sorted((ROOT / "tests").glob("*.py"))
+    local = [p.stem for p in tests + sorted((ROOT / "experiments").glob("*.py"))]  # tests import experiments/peers.py
+    assert _imports(tests, local) - runtime - _modules(extras["test"], extras) == set()
+    assert {"matplotlib", "build", "setuptools"} <= _modules(extras["test"], extras)  # the packaging test builds
+    examples = sorted((ROOT / "experiments").glob("*.py")) + sorted((ROOT / "notebooks").glob("*.ipynb"))
+    assert any(p.suffix == ".ipynb" for p in examples)
+    imported = _imports(examples, local=[p.stem for p in examples])
+    assert imported - runtime - _modules(extras["examples"], extras) - _modules(extras["bench"], extras) == set()
+    assert "optax" in _modules(extras["examples"], extras)
+    assert {"mkdocs-material", "mkdocstrings"} <= {re.match(r"[A-Za-z0-9_.-]+", r).group(0) for r in extras["docs"]}
+
+
+def test_import_diffchain_leaves_matplotlib_and_optax_out():
+    code = ("import sys, diffchain; print(sorted(m for m in ('matplotlib', 'optax', 'diffchain.viz', "
+            "'diffchain.demo_events', 'diffchain.__main__') if m in sys.modules))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip() == "[]"
+
+
+def test_without_matplotlib_viz_and_the_command_line_say_how_to_install_it():
+    code = """if True:
+        import sys
+        sys.modules["matplotlib"] = None  # as if not installed: importing it raises ModuleNotFoundError
+        try:
+            import diffchain.viz
+        except ImportError as e:
+            print("viz:", e)
+        from diffchain.__main__ import main
+        print("cli:", main(["demo"]))
+    """
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert 'viz: diffchain draws with matplotlib, which is not installed: pip install "diffchain[viz]"' in run.stdout
+    assert "cli: 1" in run.stdout
+    assert 'pip install "diffchain[viz]"' in run.stderr
+
+
+def _run(cmd, **kwargs):
+    run = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=600, **kwargs)
+    assert run.returncode == 0, f"{cmd}\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+    return run
+
+
+@pytest.mark.slow
+def test_sdist_and_wheel_hold_what_they_should_and_the_sdist_tests_pass_installed(tmp_path):
+    """Builds both from a copy of the source tree (the build writes egg-info and build/ next to its sources), without
+    isolation (no download: the backend in this environment), then installs the sdist into a fresh venv that sees
+    this environment's packages (no download of JAX) and runs a fast part of the sdist's own tests against it."""
+    src = tmp_path / "src"
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".git", "*.egg-info", "build", "dist", "__pycache__",
+                                                             ".pytest_cache", ".hypothesis", "out"))
+    dist = tmp_path / "dist"
+    build = _run([sys.executable, "-m", "build", "--no-isolation", "--outdir", dist, src])
+    assert "deprecat" not in (build.stdout + build.stderr).lower()  # e.g. the license as a TOML table
+    (sdist,), (wheel,) = dist.glob("*.tar.gz"), dist.glob("*.whl")
+
+    # the sdist: every test module (conftest.py and strategies.py included), picture, notebook and example script of
+    # the source tree, and the package
+    with tarfile.open(sdist) as tar:
+        in_sdist = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
+    want = {"LICENSE", "README.md", "pyproject.toml", "tests/conftest.py", "tests/strategies.py",
+            "experiments/peers.py"}
+    for pattern in ("tests/*.py", "docs/*.png", "notebooks/*.ipynb", "experiments/*.py", "diffchain/**/*.py"):
+        want |= {p.relative_to(ROOT).as_posix() for p in ROOT.glob(pattern)}
+    assert any(n.startswith("docs/") for n in want)
+    assert want - in_sdist == set()
+
+    # the wheel: the package's modules, the licence and the metadata, nothing else
+    with zipfile.ZipFile(wheel) as whl:
+        in_wheel = set(whl.namelist())
+        meta = whl.read(next(n for n in in_wheel if n.endswith(".dist-info/METADATA"))).decode()
+    package = {p.relative_to(ROOT).as_posix() for p in (ROOT / "diffchain").rglob("*.py")}
+    assert "diffchain/__init__.py" in package
+    assert {n for n in in_wheel if ".dist-info/" not in n} == package
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in in_wheel)
+    assert not any(n.startswith("tests/") for n in in_wheel)
+    assert "License-Expression: MIT" in meta.splitlines() and "License-File: LICENSE" in meta.splitlines()
+
+    # a fresh venv on top of this environment's packages; this environment's pip installs into it
+    venv = tmp_path / "venv"
+    _run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", venv])
+    python = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    _run([python, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index", "--no-cache-dir", sdist])
+    with tarfile.open(sdist) as tar:
+        tar.extractall(tmp_path / "unpacked", **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+    (tests,) = (tmp_path / "unpacked").glob("diffchain-*/tests")
+    # from an empty directory, so that nothing but the installed copy can be imported; the first test files need
+    # conftest.py, strategies.py, test_solvers_agree.py; the last reads the sdist's README
+    workdir = tmp_path / "elsewhere"
+    workdir.mkdir()
+    code = ("import sys, pytest; rc = pytest.main(sys.argv[1:]); import diffchain; "
+            "print('DIFFCHAIN_FILE=' + diffchain.__file__); sys.exit(rc)")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    report = tmp_path / "report.xml"
+    run = _run([python, "-c", code, "-n", "0", "-p", "no:cacheprovider", f"--junitxml={report}",
+                tests / "test_model.py", "-k", "not host_callbacks and not dalpha_dtau",
+                f"{tests / 'test_links.py'}::test_compound_pendulum",
+                f"{tests / 'test_readme.py'}::test_public_api_is_what_the_readme_uses"], cwd=workdir, env=env)
+    installed = pathlib.Path(re.search(r"DIFFCHAIN_FILE=(.*)", run.stdout).group(1).strip())
+    assert installed.is_relative_to(venv) and installed.name == "__init__.py"
+    counts = ElementTree.parse(report).getroot().find("testsuite").attrib
+    assert int(counts["tests"]) >= 10, counts
+    assert [counts[k] for k in ("failures", "errors", "skipped")] == ["0", "0", "0"], counts
