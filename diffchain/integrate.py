@@ -7,16 +7,18 @@ None to integrate the exact constraint accelerations without correction.
 from __future__ import annotations
 
 import functools
+import operator
 from typing import Callable
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from . import lean
 from .batching import _explicit, batch_form
 from .geometry import links
-from .model import Chain, Control, State, check_sizes
+from .model import Chain, Control, State, _show, check_sizes, runtime_check
 from .recursive import KKT_SOLUTION
 from .solvers import Recursive, Solver
 
@@ -26,6 +28,14 @@ class Integrator(eqx.Module):
     fields x, v, t whose x and v add and scale (:class:`diffchain.lean.PointState`)."""
 
     stab_factor: float | None = 5.0
+
+    def __check_init__(self):
+        f = self.stab_factor
+        if f is not None and not isinstance(f, jax.core.Tracer) and jnp.ndim(f) == 0:
+            if not (isinstance(f, (int, float)) or jnp.issubdtype(jnp.result_type(f), jnp.number)) or \
+                    not (float(f) > 0 and float(f) < float("inf")):
+                raise ValueError(f"{type(self).__name__}: stab_factor must be None (no drift correction) or a finite "
+                                 f"number > 0 (delta_eps = stab_factor * dt), got {f!r}")
 
     def stab(self, dt):
         return None if self.stab_factor is None else self.stab_factor * dt
@@ -73,11 +83,120 @@ class RK4(Integrator):
 
 
 def step(chain: Chain, state: State, control: Control, dt, *, solver: Solver = Recursive(),
-         integrator: Integrator = SeedQuantum()) -> State:
-    """One time quantum of length ``dt``: the functional ``step(model, state, control) -> state``."""
+         integrator: Integrator = SeedQuantum(), check: bool = True) -> State:
+    """One time quantum of length ``dt``: the functional ``step(model, state, control) -> state``.
+
+    Arguments of the wrong type or shape raise at trace time. ``check=True`` also checks that ``dt`` is finite and > 0
+    and the control finite, when the program runs if they are traced: inside a loop of your own that is one check per
+    step, which ``check=False`` switches off (``rollout`` checks its inputs once per call instead).
+    """
+    check_arguments(solver, integrator, "step")
+    if not isinstance(control, Control):
+        raise TypeError(f"step: control must be a diffchain.Control, got {_describe(control)}")
     check_sizes(chain, state, control, "step")
+    if control.tau.shape != (chain.n,):
+        raise ValueError(f"step: control must be one control, tau of shape (n,) = ({chain.n},) and F, a_w "
+                         f"({chain.n}, 2), got tau of shape {control.tau.shape} (a sequence of controls goes to rollout)")
+    dt = check_dt(dt, "step", check)
+    control = check_control_values(control, "step", check)
+    return _step(chain, state, control, dt, solver, integrator)
+
+
+def _step(chain, state, control, dt, solver, integrator):
     stab = integrator.stab(dt)
     return integrator(lambda s: solver(chain, s, control, stab)[0], state, dt)
+
+
+def _describe(obj):
+    if isinstance(obj, type):
+        return f"the class {obj.__name__} (pass an instance, {obj.__name__}())"
+    return f"{obj!r} (of type {type(obj).__name__})"
+
+
+def check_arguments(solver, integrator, who: str):
+    """TypeError naming ``solver`` or ``integrator`` when it is not a chain :class:`Solver` / :class:`Integrator`."""
+    if not isinstance(integrator, Integrator):
+        raise TypeError(f"{who}: integrator must be an Integrator instance: SeedQuantum(), SemiImplicitEuler(), RK4() "
+                        f"(or a subclass of diffchain.integrate.Integrator), got {_describe(integrator)}")
+    if not isinstance(solver, Solver):
+        raise TypeError(f"{who}: solver must be a chain solver instance: Recursive() or KKT() (mechanisms take "
+                        f"their own solvers), got {_describe(solver)}")
+
+
+def check_dt(dt, who: str, check: bool = True):
+    """``dt``, checked to be a finite scalar > 0 (now if it is known, when the program runs if traced and ``check``)."""
+    if jnp.ndim(dt) != 0:
+        raise ValueError(f"{who}: dt must be a scalar time step, got shape {jnp.shape(dt)}")
+    if not jnp.issubdtype(jnp.result_type(dt), jnp.number) or jnp.issubdtype(jnp.result_type(dt), jnp.complexfloating):
+        raise TypeError(f"{who}: dt must be a real number, got {_describe(dt)}")
+    if not isinstance(dt, jax.core.Tracer):
+        value = float(dt)
+        if not (value > 0 and value < float("inf")):
+            raise ValueError(f"{who}: dt must be finite and > 0, got {value}")
+        return dt
+    return runtime_check(dt, ~(jnp.isfinite(dt) & (dt > 0)), f"{who}: dt must be finite and > 0", dt) if check else dt
+
+
+def check_n_steps(n_steps, who: str):
+    """``n_steps`` as an int >= 0 (None passes): it sets the length of the scan, so it must be known at trace time."""
+    if n_steps is None:
+        return None
+    if isinstance(n_steps, jax.core.Tracer):
+        raise TypeError(f"{who}: n_steps must be a Python int known at trace time (it sets the length of the scan), "
+                        f"got a traced value; mark it static (jax.jit(..., static_argnames='n_steps'))")
+    if isinstance(n_steps, (bool, np.bool_)) or jnp.ndim(n_steps) != 0:
+        raise TypeError(f"{who}: n_steps must be an int >= 0, got {_describe(n_steps)}")
+    try:
+        n_steps = operator.index(n_steps)
+    except TypeError:
+        raise TypeError(f"{who}: n_steps must be an int >= 0, got {_describe(n_steps)}") from None
+    if n_steps < 0:
+        raise ValueError(f"{who}: n_steps must be an int >= 0, got {n_steps}")
+    return n_steps
+
+
+def check_control_values(control: Control, who: str, check: bool = True) -> Control:
+    """``control`` with tau, F and a_w checked finite (now if known, when the program runs if traced and ``check``)."""
+    leaves = (control.tau, control.F, control.a_w)
+    out = []
+    for name, leaf in zip(("tau", "F", "a_w"), leaves):
+        if not isinstance(leaf, jax.core.Tracer):
+            value = np.asarray(leaf)
+            if not np.all(np.isfinite(value)):
+                raise ValueError(f"{who}: the control's {name} must be finite, got {_show(value)}")
+        elif check:
+            leaf = runtime_check(leaf, ~jnp.isfinite(leaf), f"{who}: the control's {name} must be finite", leaf)
+        out.append(leaf)
+    if all(a is b for a, b in zip(out, leaves)):
+        return control
+    return eqx.tree_at(lambda c: (c.tau, c.F, c.a_w), control, tuple(out))
+
+
+def _check_controls(chain, state, controls, dt, n_steps, who, check):
+    """The checks of :func:`rollout`'s ``controls`` (and their agreement with ``n_steps``): returns them checked."""
+    if controls is None or (callable(controls) and not isinstance(controls, Control)):
+        if n_steps is None:
+            raise ValueError(f"{who}: a policy (or controls=None) needs n_steps")
+        return controls
+    if not isinstance(controls, Control):
+        raise TypeError(f"{who}: controls must be a diffchain.Control with a leading time axis (tau (T, n)), a policy "
+                        f"policy(state) -> Control, or None; got {_describe(controls)}")
+    if controls.tau.ndim != 2:
+        raise ValueError(f"{who}: controls must carry a leading time axis, tau of shape (T, n) = (T, {chain.n}) and F, "
+                         f"a_w (T, {chain.n}, 2), got tau of shape {controls.tau.shape} (for one control held over "
+                         "n_steps, pass the policy lambda s: control)")
+    T = controls.tau.shape[0]
+    if n_steps is not None and n_steps != T:
+        raise ValueError(f"{who}: n_steps={n_steps} but the controls have {T} steps")
+    return check_control_values(controls, who, check)
+
+
+def _check_dtypes(chain, state, controls, who):
+    arrays = [chain.m, state.x] + ([controls.tau] if isinstance(controls, Control) else [])
+    if jnp.result_type(*arrays) != state.x.dtype:
+        raise TypeError(f"{who}: the state is {state.x.dtype} but the chain is {chain.m.dtype}"
+                        + (f" and the controls {controls.tau.dtype}" if isinstance(controls, Control) else "")
+                        + ": the steps would promote the state; build them in one dtype")
 
 
 def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = None, solver: Solver = Recursive(),
@@ -98,13 +217,27 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
     derivatives are those of this one, and reverse mode is :mod:`diffchain.lean`'s adjoint with SeedQuantum,
     SemiImplicitEuler or RK4 (open-loop controls, none or a policy; the same to round-off, 1.4-3.6x faster).
     """
+    check_arguments(solver, integrator, "rollout")
+    if not isinstance(state, State):
+        raise TypeError(f"rollout: state must be a diffchain.State, got {_describe(state)}")
+    n_steps = check_n_steps(n_steps, "rollout")
+    if checkpoint is not None and (isinstance(checkpoint, bool) or not isinstance(checkpoint, (int, np.integer))
+                                   or checkpoint < 1):
+        raise ValueError(f"rollout: checkpoint must be None or an int >= 1 (steps per recomputed segment), got "
+                         f"{checkpoint!r}")
     check_sizes(chain, state, controls, "rollout")
+    controls = _check_controls(chain, state, controls, dt, n_steps, "rollout", check)
+    _check_dtypes(chain, state, controls, "rollout")
+    dt = check_dt(dt, "rollout", check)
     state = check_state(chain, state) if check else state
 
     def plain(chain, state, controls):
         return _rollout(chain, state, controls, dt, n_steps, solver, integrator, checkpoint)
 
-    if not (isinstance(solver, Recursive) and lean.applies(chain, controls, dt, n_steps, integrator)):
+    steps = n_steps if n_steps is not None else controls.tau.shape[0]
+    # (the lean form needs a rod and a step: a lone point or an empty rollout runs the array form)
+    if not (isinstance(solver, Recursive) and lean.applies(chain, controls, dt, n_steps, integrator)
+            and chain.n > 1 and steps > 0):
         return plain(chain, state, controls)
     policy, inputs, run = None, controls, plain
     if callable(controls) and not isinstance(controls, Control):  # its closed-over values as explicit inputs
@@ -174,7 +307,10 @@ def _inexact(a):
 
 def _rollout(chain, state, controls, dt, n_steps, solver, integrator, checkpoint):
     def body(s, u):
-        s = step(chain, s, u, dt, solver=solver, integrator=integrator)
+        if not isinstance(u, Control):
+            raise TypeError(f"rollout: the policy must return a diffchain.Control, got {_describe(u)}")
+        check_sizes(chain, s, u, "rollout")  # (at trace time: a policy's control)
+        s = _step(chain, s, u, dt, solver, integrator)
         return s, s
 
     if isinstance(solver, Recursive):
@@ -233,19 +369,33 @@ def constraint_violation(chain: Chain, state: State):
 
 
 def check_state(chain: Chain, state: State, tol: float = 1e-6) -> State:
-    """Raise if ``state`` is off the constraint manifold: relative rod-length / slider error or stretch rate > tol.
+    """Raise if ``state`` is off the constraint manifold or not finite; returns the state so it can be threaded on.
 
-    Works under ``jit``/``vmap`` (``eqx.error_if``); returns the state so it can be threaded through.
+    Allowed: a rod-length or slider-line error of tol * max(l) + 8 eps max|x| and a stretch rate (or speed off a
+    slider line) of tol (1 + max|v|) + 8 eps max|v| (1 + max|x| / min(l)), with eps the machine epsilon of the
+    state's dtype: the terms in eps are the round-off of a state computed in that dtype (float32 positions far from
+    the origin carry errors far above 1e-6 of a short rod). Values known now raise a ValueError now; traced ones (under
+    ``jit``/``vmap``) when the program runs (:func:`diffchain.model.runtime_check`).
     """
     if state.x.shape != (chain.n, 2):
         raise ValueError(f"check_state: x must have shape (n, 2) = ({chain.n}, 2) for this chain, got {state.x.shape}")
     pos, vel = constraint_violation(chain, state)
-    scale = jnp.max(chain.l, initial=0.0) if chain.n > 1 else 1.0  # a lone point: absolute tolerance
+    eps = float(jnp.finfo(jnp.result_type(state.x, chain.m)).eps)
+    size = jnp.max(jnp.abs(state.x), initial=0.0)
     speed = jnp.max(jnp.abs(state.v), initial=0.0)
-    x = eqx.error_if(state.x, ~jnp.all(jnp.isfinite(state.x)) | ~jnp.all(jnp.isfinite(state.v)),
-                     "check_state: the state holds NaN or inf")
-    x = eqx.error_if(x, pos > tol * scale, "check_state: the state is off the constraint manifold "
-                     "(a rod length or a slider line is violated beyond tol)")
-    x = eqx.error_if(x, vel > tol * (1.0 + speed), "check_state: the velocities violate the constraints "
-                     "(a rod stretches or a slider leaves its line beyond tol)")
+    if chain.n > 1:
+        longest, shortest = jnp.max(chain.l), jnp.min(chain.l)
+    else:  # a lone point: absolute tolerances
+        longest = shortest = 1.0
+    pos_tol = tol * longest + 8 * eps * size
+    vel_tol = tol * (1.0 + speed) + 8 * eps * speed * (1.0 + size / shortest)
+    x = runtime_check(state.x, ~jnp.all(jnp.isfinite(state.x)) | ~jnp.all(jnp.isfinite(state.v)),
+                      "check_state: the state must be finite, but x or v holds NaN or inf: max|x|, max|v| are",
+                      jnp.stack([size, speed]))
+    x = runtime_check(x, pos > pos_tol, "check_state: the state is off the constraint manifold (a rod length or a "
+                      "slider line is violated beyond tol): the largest error and the allowed one are",
+                      jnp.stack([pos, pos_tol]))
+    x = runtime_check(x, vel > vel_tol, "check_state: the velocities violate the constraints (a rod stretches or a "
+                      "slider leaves its line beyond tol): the largest rate and the allowed one are",
+                      jnp.stack([vel, vel_tol]))
     return State(x, state.v, state.t)
