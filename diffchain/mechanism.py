@@ -148,6 +148,13 @@ class Mechanism(eqx.Module):
 
     def applied_forces(self, q, qd, t, tau=None, F=None):
         """Q(q, q_d, t): gravity + springs/dampers + motor torques tau (n_motors,) + point forces F (P, 2)."""
+        n_m, P = self.motor_idx.shape[0], self.W.shape[0] // 2
+        if tau is not None and jnp.shape(tau) != (n_m,):
+            raise ValueError(f"Mechanism: tau must hold one torque per motor, shape (n_motors,) = ({n_m},) (motors in "
+                             f"the order of creation), got shape {jnp.shape(tau)}")
+        if F is not None and jnp.shape(F) != (P, 2):
+            raise ValueError(f"Mechanism: F must hold one force per point, shape (P, 2) = ({P}, 2) (points in the order "
+                             f"of point_names), got shape {jnp.shape(F)}")
         Q = self.f_g
         si = self.spring_idx
         if si.shape[0]:
@@ -182,6 +189,22 @@ class Mechanism(eqx.Module):
         return 0.5 * qd @ self.M @ qd + V
 
 
+def _finite_float(value, name):
+    if np.ndim(value) != 0:
+        raise ValueError(f"{name} must be a finite number, got shape {np.shape(value)}")
+    value = float(value)
+    if not np.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value}")
+    return value
+
+
+def _finite_pair(value, name):
+    arr = np.asarray(value, float)
+    if arr.shape != (2,) or not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be two finite numbers, got {value!r}")
+    return arr
+
+
 class MechanismBuilder:
     """Build a :class:`Mechanism` the way an engineer draws it: points, bodies, joints, drivers, springs, motors.
 
@@ -199,7 +222,7 @@ class MechanismBuilder:
     """
 
     def __init__(self, g=G):
-        self.g = float(g)
+        self.g = _finite_float(g, "MechanismBuilder: g")
         self.names, self.pos, self.kind = [], [], []      # kind: ("coord", k) | ("ground",) | ("attach", p0, p1, al, be)
         self.mass = []                                    # point masses
         self.bodies = []                                  # (name, p0, p1, mass, com, inertia)
@@ -240,13 +263,16 @@ class MechanismBuilder:
         block of a body of ``mass``, centre of mass ``com`` = (a, b) in body coordinates (default: midpoint) and moment
         of inertia ``inertia`` about the centre of mass."""
         i, j = self._idx(p0), self._idx(p1)
-        L = float(np.linalg.norm(self.pos[j] - self.pos[i])) if length is None else float(length)
+        who = f"MechanismBuilder: body {name!r}"
+        L = float(np.linalg.norm(self.pos[j] - self.pos[i])) if length is None else _finite_float(length, who + " length")
         if not L > 1e-12:
             raise ValueError(f"MechanismBuilder: body {name!r} has coincident base points {p0!r}, {p1!r} "
                              f"or a non-positive length {length}")
+        mass, inertia = _finite_float(mass, who + " mass"), _finite_float(inertia, who + " inertia")
         if not (mass >= 0 and inertia >= 0):
-            raise ValueError(f"MechanismBuilder: body {name!r} needs mass >= 0 and inertia >= 0")
-        com = (L / 2, 0.0) if com is None else tuple(map(float, com))
+            raise ValueError(f"MechanismBuilder: body {name!r} needs mass >= 0 and inertia >= 0, got mass {mass}, "
+                             f"inertia {inertia}")
+        com = (L / 2, 0.0) if com is None else tuple(_finite_pair(com, who + " com (a, b)"))
         self.bodies.append((name, i, j, float(mass), com, float(inertia), L))
         if rigid and not (self.kind[i][0] == "ground" and self.kind[j][0] == "ground"):
             self.dist.append((i, j, L))
@@ -263,6 +289,7 @@ class MechanismBuilder:
         if not b:
             raise ValueError(f"MechanismBuilder: unknown body {body!r}")
         _, i, j, _, _, _, L = b[0]
+        local = _finite_pair(local, f"MechanismBuilder: attach {name!r} local (a, b)")
         al, be = local[0] / L, local[1] / L
         p0, p1 = self.pos[i], self.pos[j]
         xy = (1 - al) * p0 - be * _R @ p0 + al * p1 + be * _R @ p1
@@ -325,8 +352,11 @@ class MechanismBuilder:
     def spring(self, name, p, q, k=0.0, L0=None, c=0.0):
         """Linear spring (stiffness k, free length L0, default as drawn) and damper c between points p and q."""
         i, j = self._idx(p), self._idx(q)
-        L0 = float(np.linalg.norm(self.pos[j] - self.pos[i])) if L0 is None else float(L0)
-        self.springs.append((i, j, float(k), L0, float(c)))
+        who = f"MechanismBuilder: spring {name!r}"
+        L0 = float(np.linalg.norm(self.pos[j] - self.pos[i])) if L0 is None else _finite_float(L0, who + " L0")
+        if L0 < 0:
+            raise ValueError(f"{who} L0 must be >= 0 (a free length), got {L0}")
+        self.springs.append((i, j, _finite_float(k, who + " k"), L0, _finite_float(c, who + " c")))
         return name
 
     def motor(self, name, body_a, body_b):

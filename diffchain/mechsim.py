@@ -15,19 +15,45 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from .integrate import RK4
-from .mechsolvers import KKT, mechanism_dynamics, mechanism_terms, null_space_basis, rank_info
-from .model import State
+from .integrate import RK4, check_arguments, check_dt, check_n_steps
+from .mechsolvers import (KKT, _as_solver, check_mechanism_state, mechanism_dynamics, mechanism_terms, null_space_basis,
+                          rank_info)
+from .model import State, _show, runtime_check
+from .solvers import Recursive
 
 UNDER, PROPER, REDUNDANT, UNDER_AND_REDUNDANT = 0, 1, 2, 3
 ACTUATION = {UNDER: "under-actuated", PROPER: "properly actuated", REDUNDANT: "redundantly actuated",
              UNDER_AND_REDUNDANT: "under-actuated and redundantly actuated"}
 
 
-def mechanism_rollout(mech, state: State, dt, n_steps: int, *, tau=None, integrator=RK4(), solver=KKT()):
-    """Simulate; ``tau`` is None, a constant (n_motors,) or a sequence (n_steps, n_motors). Returns (final, trajectory)."""
-    stab = integrator.stab(dt)
+def mechanism_rollout(mech, state: State, dt, n_steps: int, *, tau=None, integrator=RK4(), solver=KKT(),
+                      check: bool = True):
+    """Simulate; ``tau`` is None, a constant (n_motors,) or a sequence (n_steps, n_motors). Returns (final, trajectory).
+
+    Arguments of the wrong type or shape raise at trace time; ``dt`` (finite, > 0) and ``tau`` (finite) are checked
+    once per call, when the program runs if they are traced (``check=False`` skips that).
+    """
+    who = "mechanism_rollout"
+    check_arguments(Recursive(), integrator, who)
+    solver = _as_solver(solver, who)
+    check_mechanism_state(mech, state, who)
+    n_steps = check_n_steps(n_steps, who)
+    if n_steps is None:
+        raise TypeError(f"{who}: n_steps must be an int >= 0, got None")
+    dt = check_dt(dt, who, check)
     n_m = mech.motor_idx.shape[0]
+    if tau is not None:
+        shape = jnp.shape(tau)
+        if shape not in ((n_m,), (n_steps, n_m)):
+            raise ValueError(f"{who}: tau must be None, one torque per motor (n_motors,) = ({n_m},) held over the "
+                             f"rollout, or a sequence (n_steps, n_motors) = ({n_steps}, {n_m}); got shape {shape}")
+        tau = jnp.asarray(tau)
+        if not isinstance(tau, jax.core.Tracer):
+            if not bool(jnp.all(jnp.isfinite(tau))):
+                raise ValueError(f"{who}: tau must be finite, got {_show(tau)}")
+        elif check:
+            tau = runtime_check(tau, ~jnp.isfinite(tau), f"{who}: tau must be finite", tau)
+    stab = integrator.stab(dt)
     taus = jnp.zeros((n_steps, n_m), state.x.dtype) if tau is None else jnp.broadcast_to(tau, (n_steps, n_m))
 
     def body(s, u):

@@ -285,12 +285,24 @@ class Larin(MechSolver):
         return qdd, constraint_multipliers(M, Q, J, sel, qdd)
 
 
-def _as_solver(solver):
+def _as_solver(solver, who="mechanism_dynamics"):
     if isinstance(solver, MechSolver):
         return solver
     if isinstance(solver, _chain_solvers.KKT):
         return KKT()
-    raise TypeError(f"mechanism solvers are KKT(), RangeSpace(), NullSpace(), Larin(); got {solver!r}")
+    got = f"the class {solver.__name__}" if isinstance(solver, type) else f"{solver!r} (of type {type(solver).__name__})"
+    raise TypeError(f"{who}: solver must be one of the mechanism solvers KKT(), RangeSpace(), NullSpace(), Larin() "
+                    f"(an instance), got {got}")
+
+
+def check_mechanism_state(mech, state, who):
+    """TypeError / ValueError at trace time unless ``state`` is a State of the mechanism's coordinate points (N, 2)."""
+    if not isinstance(state, State):
+        raise TypeError(f"{who}: state must be a diffchain.State, got {type(state).__name__}")
+    N = mech.n // 2
+    if state.x.shape != (N, 2):
+        raise ValueError(f"{who}: the state must hold the mechanism's N = {N} coordinate points, x and v of shape "
+                         f"({N}, 2), got x of shape {state.x.shape}")
 
 
 def mechanism_dynamics(mech, state: State, tau=None, F=None, *, solver=KKT(), stab=None, check=False):
@@ -299,8 +311,10 @@ def mechanism_dynamics(mech, state: State, tau=None, F=None, *, solver=KKT(), st
     ``stab``: Baumgarte time constant T_stab (alpha = beta = 1/T_stab), None for none. ``check=True`` raises
     (``eqx.error_if``, also under jit) when the status is not OK instead of returning a flagged result.
     """
+    solver = _as_solver(solver)
+    check_mechanism_state(mech, state, "mechanism_dynamics")
     M, Q, J, gamma, on = mechanism_terms(mech, state, tau, F, stab)
-    qdd, lam, info = _as_solver(solver)(M, Q, J, gamma, on, mech.nominal_rank)
+    qdd, lam, info = solver(M, Q, J, gamma, on, mech.nominal_rank)
     if check:
         qdd = eqx.error_if(qdd, info.status == SINGULAR, STATUS[SINGULAR])
         qdd = eqx.error_if(qdd, info.status == INCONSISTENT, STATUS[INCONSISTENT])

@@ -80,6 +80,11 @@ def forward_dynamics(chain: Chain, state: State, control: Control | None = None,
     ``stab`` is the time constant delta_eps of the PD drift correction (seed §12.2 eq. 33); None for the exact
     constraint accelerations. With ``return_forces`` also the rod tensions phi (n-1,) (F_{i+1}^d = r_i phi_i).
     """
+    if not isinstance(solver, Solver):
+        raise TypeError(f"forward_dynamics: solver must be a chain solver instance: Recursive() or KKT() (mechanisms "
+                        f"take their own solvers), got {solver!r} (of type {type(solver).__name__})")
+    if control is not None and not isinstance(control, Control):
+        raise TypeError(f"forward_dynamics: control must be a diffchain.Control or None, got {type(control).__name__}")
     control = Control(n=chain.n, dtype=chain.m.dtype) if control is None else control
     check_sizes(chain, state, control, "forward_dynamics")
     a, phi = solver(chain, state, control, stab)
