@@ -31,10 +31,10 @@ class Integrator(eqx.Module):
 
     def __check_init__(self):
         f = self.stab_factor
-        if f is not None and not isinstance(f, jax.core.Tracer) and jnp.ndim(f) == 0:
-            if not (isinstance(f, (int, float)) or jnp.issubdtype(jnp.result_type(f), jnp.number)) or \
-                    not (float(f) > 0 and float(f) < float("inf")):
-                raise ValueError(f"{type(self).__name__}: stab_factor must be None (no drift correction) or a finite "
+        if f is None or isinstance(f, jax.core.Tracer) or jnp.ndim(f) != 0:
+            return
+        if not jnp.issubdtype(jnp.result_type(f), jnp.number) or not (float(f) > 0 and float(f) < float("inf")):
+            raise ValueError(f"{type(self).__name__}: stab_factor must be None (no drift correction) or a finite "
                                  f"number > 0 (delta_eps = stab_factor * dt), got {f!r}")
 
     def stab(self, dt):

@@ -36,7 +36,7 @@ def _raise_in_generator(message):
     that JAX writes into a ``JaxRuntimeError`` when a host callback raises under ``jit`` is one line long and the
     message comes right after it, instead of after every frame of the caller's stack."""
     raise ValueError(message)
-    yield  # noqa: unreachable (makes this a generator)
+    yield  # (makes this a generator)
 
 
 def _fail(message, x, bad, got):
@@ -241,13 +241,16 @@ class State(eqx.Module):
     t: Float[Array, ""]
 
     def __init__(self, x, v=None, t=0.0):
-        self.x = jnp.asarray(x)
+        x = jnp.asarray(x)
+        self.x = x if jnp.issubdtype(x.dtype, jnp.inexact) else x.astype(jnp.result_type(float))
         self.v = jnp.zeros_like(self.x) if v is None else jnp.asarray(v, self.x.dtype)
         self.t = jnp.asarray(t, self.x.dtype)
 
     def __check_init__(self):
         _require(self.x.ndim >= 2 and self.x.shape[-1] == 2, f"State: x must have shape (n, 2), got {self.x.shape}")
         _require(self.v.shape == self.x.shape, f"State: v must have the shape of x {self.x.shape}, got {self.v.shape}")
+        _require(self.t.ndim <= self.x.ndim - 2, f"State: t must be a scalar time (or one per leading axis of x "
+                 f"{self.x.shape[:-2]}), got shape {self.t.shape}")
 
 
 class Control(eqx.Module):
