@@ -18,7 +18,7 @@ import numpy as np
 from . import lean
 from .batching import _explicit, batch_form
 from .geometry import links
-from .model import Chain, Control, State, _show, check_sizes, runtime_check
+from .model import Chain, Control, State, _show, check_sizes, runtime_checks
 from .recursive import KKT_SOLUTION
 from .solvers import Recursive, Solver
 
@@ -97,8 +97,9 @@ def step(chain: Chain, state: State, control: Control, dt, *, solver: Solver = R
     if control.tau.shape != (chain.n,):
         raise ValueError(f"step: control must be one control, tau of shape (n,) = ({chain.n},) and F, a_w "
                          f"({chain.n}, 2), got tau of shape {control.tau.shape} (a sequence of controls goes to rollout)")
-    dt = check_dt(dt, "step", check)
-    control = check_control_values(control, "step", check)
+    pending = dt_checks(dt, "step") + control_checks(control, "step")
+    if pending and check:
+        state = State(runtime_checks((state.x,), pending)[0], state.v, state.t)
     return _step(chain, state, control, dt, solver, integrator)
 
 
@@ -123,8 +124,9 @@ def check_arguments(solver, integrator, who: str):
                         f"their own solvers), got {_describe(solver)}")
 
 
-def check_dt(dt, who: str, check: bool = True):
-    """``dt``, checked to be a finite scalar > 0 (now if it is known, when the program runs if traced and ``check``)."""
+def dt_checks(dt, who: str) -> list:
+    """Raise now unless ``dt`` is a finite real scalar > 0; for a traced ``dt``, the check to run with the program
+    (a list for :func:`diffchain.model.runtime_checks`)."""
     if jnp.ndim(dt) != 0:
         raise ValueError(f"{who}: dt must be a scalar time step, got shape {jnp.shape(dt)}")
     if not jnp.issubdtype(jnp.result_type(dt), jnp.number) or jnp.issubdtype(jnp.result_type(dt), jnp.complexfloating):
@@ -133,8 +135,8 @@ def check_dt(dt, who: str, check: bool = True):
         value = float(dt)
         if not (value > 0 and value < float("inf")):
             raise ValueError(f"{who}: dt must be finite and > 0, got {value}")
-        return dt
-    return runtime_check(dt, ~(jnp.isfinite(dt) & (dt > 0)), f"{who}: dt must be finite and > 0", dt) if check else dt
+        return []
+    return [(~(jnp.isfinite(dt) & (dt > 0)), f"{who}: dt must be finite and > 0", dt)]
 
 
 def check_n_steps(n_steps, who: str):
@@ -155,21 +157,32 @@ def check_n_steps(n_steps, who: str):
     return n_steps
 
 
-def check_control_values(control: Control, who: str, check: bool = True) -> Control:
-    """``control`` with tau, F and a_w checked finite (now if known, when the program runs if traced and ``check``)."""
-    leaves = (control.tau, control.F, control.a_w)
-    out = []
-    for name, leaf in zip(("tau", "F", "a_w"), leaves):
+def control_checks(control: Control, who: str) -> list:
+    """Raise now unless the known parts of ``control`` are finite; for traced parts, the checks to run with the
+    program. Only small values enter them (the first step holding NaN or inf), never the arrays themselves."""
+    pending = []
+    for name in ("tau", "F", "a_w"):
+        leaf = getattr(control, name)
+        message = f"{who}: the control's {name} must be finite"
         if not isinstance(leaf, jax.core.Tracer):
             value = np.asarray(leaf)
             if not np.all(np.isfinite(value)):
-                raise ValueError(f"{who}: the control's {name} must be finite, got {_show(value)}")
-        elif check:
-            leaf = runtime_check(leaf, ~jnp.isfinite(leaf), f"{who}: the control's {name} must be finite", leaf)
-        out.append(leaf)
-    if all(a is b for a, b in zip(out, leaves)):
-        return control
-    return eqx.tree_at(lambda c: (c.tau, c.F, c.a_w), control, tuple(out))
+                where = tuple(int(i) for i in np.argwhere(~np.isfinite(value))[0])
+                raise ValueError(f"{message}, got {value[where]} at index {where}")
+            continue
+        pending.append(finite_check(leaf, message, time_axis=leaf.ndim > 1 + (name != "tau")))
+    return pending
+
+
+def finite_check(x, message: str, time_axis: bool) -> tuple:
+    """The run-time check that the traced ``x`` is finite, naming the first step holding NaN or inf (``time_axis``)
+    or the first such value: only scalars enter the check, never ``x`` itself."""
+    if time_axis:
+        bad_steps = ~jnp.all(jnp.isfinite(x.reshape(x.shape[0], -1)), axis=1)
+        return bad_steps, message + ", got NaN or inf at step {got}", jnp.argmax(bad_steps)
+    flat = x.reshape(-1)
+    bad = ~jnp.isfinite(flat)
+    return bad, message, flat[jnp.argmax(bad)]
 
 
 def _check_controls(chain, state, controls, dt, n_steps, who, check):
@@ -188,7 +201,7 @@ def _check_controls(chain, state, controls, dt, n_steps, who, check):
     T = controls.tau.shape[0]
     if n_steps is not None and n_steps != T:
         raise ValueError(f"{who}: n_steps={n_steps} but the controls have {T} steps")
-    return check_control_values(controls, who, check)
+    return controls
 
 
 def _check_dtypes(chain, state, controls, who):
@@ -228,8 +241,9 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
     check_sizes(chain, state, controls, "rollout")
     controls = _check_controls(chain, state, controls, dt, n_steps, "rollout", check)
     _check_dtypes(chain, state, controls, "rollout")
-    dt = check_dt(dt, "rollout", check)
-    state = check_state(chain, state) if check else state
+    pending = dt_checks(dt, "rollout") + (control_checks(controls, "rollout") if isinstance(controls, Control) else [])
+    if check:  # one run-time check, tied to the start (small: no array of the inputs passes through it)
+        state = State(runtime_checks((state.x,), pending + state_checks(chain, state))[0], state.v, state.t)
 
     def plain(chain, state, controls):
         return _rollout(chain, state, controls, dt, n_steps, solver, integrator, checkpoint)
@@ -375,8 +389,13 @@ def check_state(chain: Chain, state: State, tol: float = 1e-6) -> State:
     slider line) of tol (1 + max|v|) + 8 eps max|v| (1 + max|x| / min(l)), with eps the machine epsilon of the
     state's dtype: the terms in eps are the round-off of a state computed in that dtype (float32 positions far from
     the origin carry errors far above 1e-6 of a short rod). Values known now raise a ValueError now; traced ones (under
-    ``jit``/``vmap``) when the program runs (:func:`diffchain.model.runtime_check`).
+    ``jit``/``vmap``) when the program runs (:func:`diffchain.model.runtime_checks`).
     """
+    return State(runtime_checks((state.x,), state_checks(chain, state, tol))[0], state.v, state.t)
+
+
+def state_checks(chain: Chain, state: State, tol: float = 1e-6) -> list:
+    """The checks of :func:`check_state`, for :func:`diffchain.model.runtime_checks`."""
     if state.x.shape != (chain.n, 2):
         raise ValueError(f"check_state: x must have shape (n, 2) = ({chain.n}, 2) for this chain, got {state.x.shape}")
     pos, vel = constraint_violation(chain, state)
@@ -389,13 +408,11 @@ def check_state(chain: Chain, state: State, tol: float = 1e-6) -> State:
         longest = shortest = 1.0
     pos_tol = tol * longest + 8 * eps * size
     vel_tol = tol * (1.0 + speed) + 8 * eps * speed * (1.0 + size / shortest)
-    x = runtime_check(state.x, ~jnp.all(jnp.isfinite(state.x)) | ~jnp.all(jnp.isfinite(state.v)),
-                      "check_state: the state must be finite, but x or v holds NaN or inf: max|x|, max|v| are",
-                      jnp.stack([size, speed]))
-    x = runtime_check(x, pos > pos_tol, "check_state: the state is off the constraint manifold (a rod length or a "
-                      "slider line is violated beyond tol): the largest error and the allowed one are",
-                      jnp.stack([pos, pos_tol]))
-    x = runtime_check(x, vel > vel_tol, "check_state: the velocities violate the constraints (a rod stretches or a "
-                      "slider leaves its line beyond tol): the largest rate and the allowed one are",
-                      jnp.stack([vel, vel_tol]))
-    return State(x, state.v, state.t)
+    return [
+        (~jnp.all(jnp.isfinite(state.x)) | ~jnp.all(jnp.isfinite(state.v)),
+         "check_state: the state must be finite, but x or v holds NaN or inf: max|x|, max|v| are",
+         jnp.stack([size, speed])),
+        (pos > pos_tol, "check_state: the state is off the constraint manifold (a rod length or a slider line is "
+         "violated beyond tol): the largest error and the allowed one are", jnp.stack([pos, pos_tol])),
+        (vel > vel_tol, "check_state: the velocities violate the constraints (a rod stretches or a slider leaves its "
+         "line beyond tol): the largest rate and the allowed one are", jnp.stack([vel, vel_tol]))]

@@ -15,10 +15,10 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from .integrate import RK4, check_arguments, check_dt, check_n_steps
+from .integrate import RK4, check_arguments, check_n_steps, dt_checks, finite_check
 from .mechsolvers import (KKT, _as_solver, check_mechanism_state, mechanism_dynamics, mechanism_terms, null_space_basis,
                           rank_info)
-from .model import State, _show, runtime_check
+from .model import State, _show, runtime_checks
 from .solvers import Recursive
 
 UNDER, PROPER, REDUNDANT, UNDER_AND_REDUNDANT = 0, 1, 2, 3
@@ -40,7 +40,7 @@ def mechanism_rollout(mech, state: State, dt, n_steps: int, *, tau=None, integra
     n_steps = check_n_steps(n_steps, who)
     if n_steps is None:
         raise TypeError(f"{who}: n_steps must be an int >= 0, got None")
-    dt = check_dt(dt, who, check)
+    pending = dt_checks(dt, who)
     n_m = mech.motor_idx.shape[0]
     if tau is not None:
         shape = jnp.shape(tau)
@@ -51,8 +51,10 @@ def mechanism_rollout(mech, state: State, dt, n_steps: int, *, tau=None, integra
         if not isinstance(tau, jax.core.Tracer):
             if not bool(jnp.all(jnp.isfinite(tau))):
                 raise ValueError(f"{who}: tau must be finite, got {_show(tau)}")
-        elif check:
-            tau = runtime_check(tau, ~jnp.isfinite(tau), f"{who}: tau must be finite", tau)
+        else:
+            pending.append(finite_check(tau, f"{who}: tau must be finite", time_axis=tau.ndim == 2))
+    if pending and check:  # tied to the start: no array of the inputs passes through the check
+        state = State(runtime_checks((state.x,), pending)[0], state.v, state.t)
     stab = integrator.stab(dt)
     taus = jnp.zeros((n_steps, n_m), state.x.dtype) if tau is None else jnp.broadcast_to(tau, (n_steps, n_m))
 

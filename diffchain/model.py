@@ -39,16 +39,23 @@ def _raise_in_generator(message):
     yield  # (makes this a generator)
 
 
-def _fail(message, x, bad, got):
-    """Host side of :func:`runtime_check` (only ever called on bad input): raise with the first bad value."""
-    bad, got = np.asarray(bad), np.asarray(got)
-    where = np.argwhere(bad)
-    if bad.ndim and where.size:  # under vmap: name the first bad element of the batch
-        idx = tuple(int(i) for i in where[0])
-        got = got[tuple(min(i, s - 1) for i, s in zip(idx, got.shape))]
-        message = f"{message} (batch element {idx[0] if len(idx) == 1 else idx})"
-    next(_raise_in_generator(f"{message}, got {_show(got)}"))
-    return x
+def _fail(messages, xs, bads, gots):
+    """Host side of :func:`runtime_checks` (only ever called on bad input): raise the first failed check."""
+    for message, bad, got in zip(messages, bads, gots):
+        bad, got = np.asarray(bad), np.asarray(got)
+        if not bad.any():
+            continue
+        if bad.ndim:  # under vmap: name the first bad element of the batch
+            idx = tuple(int(i) for i in np.argwhere(bad)[0])
+            got = got[tuple(min(i, s - 1) for i, s in zip(idx, got.shape))]
+            message = f"{message} (batch element {idx[0] if len(idx) == 1 else idx})"
+        next(_raise_in_generator(_text(message, got)))
+    return xs
+
+
+def _text(message, got):
+    """``message`` with the value ``got``: in place of "{got}" if it has one, else appended as ", got ..."."""
+    return message.replace("{got}", _show(got)) if "{got}" in message else f"{message}, got {_show(got)}"
 
 
 def _show(value):
@@ -56,34 +63,48 @@ def _show(value):
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
-def _checked(message, x, bad, got):
-    def fail(x, bad, got):
-        return jax.pure_callback(functools.partial(_fail, message), jax.ShapeDtypeStruct(x.shape, x.dtype), x, bad,
-                                 got, vmap_method="expand_dims")
+def _checked(messages, xs, bads, gots):
+    def fail(xs, bads, gots):
+        return jax.pure_callback(functools.partial(_fail, messages), jax.eval_shape(lambda: xs), xs, bads, gots,
+                                 vmap_method="expand_dims")
 
-    return jax.lax.cond(unvmap_any(bad), fail, lambda x, bad, got: x, x, bad, got)
+    any_bad = unvmap_any(functools.reduce(jnp.logical_or, bads))
+    return jax.lax.cond(any_bad, fail, lambda xs, bads, gots: xs, xs, bads, gots)
 
 
 @_checked.defjvp
-def _checked_jvp(message, primals, tangents):
-    return _checked(message, *primals), tangents[0]
+def _checked_jvp(messages, primals, tangents):
+    return _checked(messages, *primals), tangents[0]
+
+
+def runtime_checks(xs: tuple, checks) -> tuple:
+    """The arrays ``xs``, after raising ``ValueError(message + ", got " + got)`` (or with ``got`` in place of "{got}"
+    in the message) for the first ``(bad, message, got)`` of ``checks`` whose ``bad`` (a boolean array) holds anywhere.
+
+    Checks of values known now run now (a plain ValueError). Checks of traced values (under ``jit``, ``vmap``,
+    ``grad``) run with the program: one ``lax.cond`` for all of them, whose error branch is a host callback, so valid
+    input costs the reductions and one branch; under ``jit`` JAX reports a failure as a ``JaxRuntimeError`` whose text
+    starts with the message (the ``ValueError`` itself when a compiled program is reused). Under ``vmap`` a bad element
+    anywhere in the batch raises and is named. The checks are tied to ``xs``: the caller must use the returned arrays
+    (checks whose results are unused are removed with them).
+    """
+    traced = []
+    for bad, message, got in checks:
+        got = bad if got is None else got
+        if not any(isinstance(a, jax.core.Tracer) for a in (bad, got)):
+            if bool(np.any(np.asarray(bad))):
+                raise ValueError(_text(message, got))
+        else:
+            traced.append((jnp.any(bad), message, jnp.asarray(got)))
+    if not traced:
+        return tuple(xs)
+    bads, messages, gots = zip(*traced)
+    return tuple(_checked(messages, tuple(xs), bads, gots))
 
 
 def runtime_check(x, bad, message: str, got=None):
-    """``x``, after raising ``ValueError(message + ", got " + got)`` where ``bad`` (a boolean array) holds anywhere.
-
-    Values known now are checked now (a plain ValueError). Traced values (under ``jit``, ``vmap``, ``grad``) are
-    checked when the program runs: a ``lax.cond`` whose error branch is a host callback, so valid input costs one
-    reduction and a branch; under ``jit`` JAX reports the error as a ``JaxRuntimeError`` whose text starts with the
-    message. Under ``vmap`` a bad element anywhere in the batch raises and is named. The check is tied to ``x``: the
-    caller must use the returned array, and a check whose result is unused is removed with it.
-    """
-    got = bad if got is None else got
-    if not any(isinstance(a, jax.core.Tracer) for a in (x, bad, got)):
-        if bool(np.any(np.asarray(bad))):
-            raise ValueError(f"{message}, got {_show(got)}")
-        return x
-    return _checked(message, x, jnp.any(bad), got)
+    """``x`` after the check ``(bad, message, got)`` of :func:`runtime_checks`."""
+    return runtime_checks((x,), [(bad, message, got)])[0]
 
 
 class Chain(eqx.Module):
@@ -165,7 +186,10 @@ class Chain(eqx.Module):
         self._check_values(check)
 
     def _check_values(self, check):
-        """Finite, positive masses and lengths, ...: now where the values are known, else at run time if ``check``."""
+        """Finite, positive masses and lengths, ...: now where the values are known, else at run time if ``check``
+        (one :func:`runtime_checks` for all, tied to every traced field)."""
+        traced = []
+
         def verify(name, bad, what, got=None):
             val = getattr(self, name)
             if not isinstance(val, jax.core.Tracer):
@@ -173,8 +197,7 @@ class Chain(eqx.Module):
                 _require(not np.any(bad(np, val_np)), f"Chain: {name} must be {what}, got "
                          f"{_show(val_np if got is None else got(np, val_np))}")
             elif check:
-                setattr(self, name, runtime_check(val, bad(jnp, val), f"Chain: {name} must be {what}",
-                                                  val if got is None else got(jnp, val)))
+                traced.append((bad(jnp, val), f"Chain: {name} must be {what}", val if got is None else got(jnp, val)))
 
         finite = lambda xp, v: ~xp.isfinite(v)  # noqa: E731
         for name in ("m", "l"):
@@ -192,14 +215,21 @@ class Chain(eqx.Module):
         norm = lambda xp, v: xp.sqrt(xp.sum(v * v, -1))  # noqa: E731
         verify("s", lambda xp, v: on & ~(xp.abs(norm(xp, v) - 1) < 1e-6),
                "unit vectors where slider is set (norms 1 to 1e-6): the norms", norm)
+        names = ["m", "l", "s", "c", "k_omega", "k_v", "g"]
         if self.has_links:
             for name in ("link_mass", "link_inertia", "link_com"):
                 verify(name, finite, "finite")
             for name in ("link_mass", "link_inertia"):
                 verify(name, lambda xp, v: v < 0, "non-negative")
-            self._check_mass(check)
+            traced += self._check_mass(check)
+            names += ["link_mass", "link_com", "link_inertia"]
+        if traced:
+            names = [k for k in names if isinstance(getattr(self, k), jax.core.Tracer)]
+            for k, v in zip(names, runtime_checks(tuple(getattr(self, k) for k in names), traced)):
+                setattr(self, k, v)
 
     def _check_mass(self, check):
+        """[] or the run-time check that every point carries mass (with rigid links)."""
         from .inertia import point_mass_blocks
 
         lowest = jnp.linalg.eigvalsh(point_mass_blocks(self))[:, 0]
@@ -207,10 +237,10 @@ class Chain(eqx.Module):
             weak = np.flatnonzero(np.asarray(lowest) <= 0)
             _require(weak.size == 0, f"Chain: points {weak.tolist()} carry no mass (neither a point mass nor link "
                      "mass at that end): their accelerations would be undetermined")
-        elif check:
-            self.m = runtime_check(self.m, lowest <= 0, "Chain: every point must carry mass (a point mass or link mass "
-                                   "at that end), else its acceleration is undetermined; the smallest eigenvalues of "
-                                   "the points' 2x2 mass blocks are", lowest)
+            return []
+        return [(lowest <= 0, "Chain: every point must carry mass (a point mass or link mass at that end), else its "
+                 "acceleration is undetermined; the smallest eigenvalues of the points' 2x2 mass blocks are",
+                 lowest)] if check else []
 
     @property
     def has_links(self) -> bool:
