@@ -94,8 +94,11 @@ def events(args) -> int:
 
     if not os.environ.get("DISPLAY") and not os.environ.get("MPLBACKEND"):
         matplotlib.use("Agg")
+    import jax
+
     from diffchain.demo_events import falling_chain_figure
 
+    jax.config.update("jax_enable_x64", True)
     falling_chain_figure(args.out, gif=args.gif, T=args.steps, dt=args.dt)
     return 0
 
@@ -140,4 +143,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    from diffchain import set_xla_cpu_flags
+
+    set_xla_cpu_flags()  # the command line's own process: the recommended XLA CPU flags
     sys.exit(main())

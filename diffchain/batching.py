@@ -7,31 +7,11 @@ becomes a select that always computes both branches (:func:`rare_cond`, :func:`u
 """
 from __future__ import annotations
 
-import os
-
 import jax
 import jax.extend
 import jax.numpy as jnp
 import numpy as np
 from jax.interpreters import ad, batching, mlir
-
-
-def _stop_gradient_transposes_to_zero():
-    """Give ``stop_gradient`` a transpose rule, the zero cotangent, unless JAX has one (set on import; opt out:
-    DIFFCHAIN_KEEP_JAX_RULES=1).
-
-    A ``vmap``-ed ``lax.cond`` whose predicate differs by element passes its operands through ``stop_gradient`` for
-    the branches an element does not take. Inside a ``custom_jvp`` rule (:func:`rare_cond` keeps derivatives on the
-    plain cond) those operands are tangents, and reverse mode must transpose ``stop_gradient``, for which JAX has no
-    rule (jax-ml/jax#22011): ``grad`` of a ``vmap`` of an event rollout failed. The zero cotangent is what
-    ``stop_gradient`` means there: nothing flows back into a branch an element does not take, even where that branch
-    is not finite. Only programs that JAX refuses otherwise are changed."""
-    if os.environ.get("DIFFCHAIN_KEEP_JAX_RULES") or jax.lax.stop_gradient_p in ad.primitive_transposes:
-        return
-    ad.primitive_transposes[jax.lax.stop_gradient_p] = lambda ct, x: [None]
-
-
-_stop_gradient_transposes_to_zero()
 
 
 def _batched_rule(one, batched):
@@ -213,10 +193,11 @@ def rare_cond(pred, rare, common, operand, gather=False, one_chain=None):
     takes it; with ``gather``, on the (at most :func:`sparse_size`) elements that take it, gathered into a small batch
     and scattered back, when few do; otherwise for the whole batch (kept where ``pred``). Each element's result is
     what the cond gives it. The gathered form is a second copy of ``rare`` in the program: nested ``gather``s multiply
-    the compile time. Derivatives take the plain cond (``custom_vmap`` has no reverse-mode rule; ``grad`` of a ``vmap``
-    needs :func:`_stop_gradient_transposes_to_zero`) inside a cond on :func:`any_in_batch`: under ``vmap`` the rare
-    branch and its transpose are skipped for the whole batch when no element takes it, and run for all (a select)
-    otherwise (64 event-rollout gradients: 2-5x faster than with the plain cond alone). ``one_chain(operand)``, if
+    the compile time. Derivatives (``custom_vmap`` has no reverse-mode rule) take the cond as a select of both
+    branches whose rare branch sees its operands through ``stop_gradient`` where it is not taken (what JAX does to a
+    cond on a batched predicate, here on the primal values, so that ``grad`` of a ``vmap`` has no ``stop_gradient`` of
+    a tangent to transpose: jax-ml/jax#22011), inside a cond on :func:`any_in_batch`: under ``vmap`` the rare branch
+    and its transpose are skipped for the whole batch when no element takes it. ``one_chain(operand)``, if
     given, replaces the cond on one element outside derivatives (it must give the same, e.g. with a ``lax.while_loop``:
     :func:`scan_until`)."""
     g1, k1 = _explicit(rare, operand)
@@ -226,9 +207,14 @@ def rare_cond(pred, rare, common, operand, gather=False, one_chain=None):
     def plain(pred, k1, k0, k2, x):
         return jax.lax.cond(pred, lambda x: g1(k1, x), lambda x: g0(k0, x), x)
 
-    def derivative(pred, k1, k0, k2, x):  # plain, skipped for the whole batch when no element takes ``rare``
+    def derivative(pred, k1, k0, k2, x):  # a select, skipped for the whole batch when no element takes ``rare``
         outer, inner = any_in_batch(pred)
-        return jax.lax.cond(outer, lambda x: plain(inner, k1, k0, k2, x), lambda x: g0(k0, x), x)
+
+        def select(x):  # the cond written as a select of both branches (on one element ``inner`` is a constant)
+            k1_, x_ = jax.tree.map(lambda v: jnp.where(inner, v, jax.lax.stop_gradient(v)), (k1, x))
+            return jax.tree.map(lambda a, b: jnp.where(inner, a, b), g1(k1_, x_), g0(k0, x))
+
+        return jax.lax.cond(outer, select, lambda x: g0(k0, x), x)
 
     def primal(pred, k1, k0, k2, x):
         return plain(pred, k1, k0, k2, x) if g2 is None else g2(k2, x)

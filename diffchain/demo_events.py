@@ -6,7 +6,8 @@ spinning rigidly at ``omega`` = -2 rad/s (clockwise) with centre-of-mass velocit
 line y = 0; every point can touch it and sticks where it lands (released when the ground would have to pull it). The
 interior joints 2..6 are limited to [-1, 1] rad; joint 1, the first link's angle against the world, is free. Impact
 impulses, stick / release, limit hits and releases, chatter locks and substep halving are all done by
-:func:`diffchain.event_rollout` inside one ``jax.jit``, in float64.
+:func:`diffchain.event_rollout` inside one ``jax.jit``, in float64 (``jax_enable_x64``, which the command line sets for
+its own process).
 
 The picture (``docs/falling_chain.png``):
 
@@ -38,7 +39,6 @@ from matplotlib.patches import Rectangle
 import diffchain as dc
 from diffchain import viz
 
-jax.config.update("jax_enable_x64", True)  # after importing diffchain (it sets its XLA flags on import)
 
 HELD_COLOR, STUCK_COLOR, IMPACT_COLOR = "#c62828", "#1b1b1b", "0.45"
 SCENARIO = {"n_links": 6, "mass": 1.0, "length": 0.3, "phi0": -0.8, "height": 1.0, "vx": 0.0, "omega": -2.0,
@@ -65,6 +65,9 @@ def simulate(T=1500, dt=1e-3, *, n_links=6, mass=1.0, length=0.3, phi0=-0.8, hei
 
     Returns (chain, events, initial EventState, EventStates after each quantum, StepReports, wall seconds incl.
     compile)."""
+    if not jax.config.jax_enable_x64:
+        raise RuntimeError("the falling-chain scenario is computed in float64: call "
+                           "jax.config.update('jax_enable_x64', True) first")
     chain = dc.free_chain(n_links, mass=mass, length=length)
     n = chain.n
     lo, hi = np.full(n - 1, -theta_lim), np.full(n - 1, theta_lim)

@@ -27,6 +27,8 @@ import numpy as np  # noqa: E402
 
 import diffchain as dc  # noqa: E402
 
+dc.set_xla_cpu_flags()  # this script's process: the recommended XLA CPU flags
+
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
 N_LINKS = 5
 INTEGRATORS = {"seed": dc.SeedQuantum(), "rk4": dc.RK4(), "euler": dc.SemiImplicitEuler()}

@@ -16,36 +16,25 @@ the medians over several repeats are the ones to read.
 Threads. ``OPENBLAS_NUM_THREADS=1`` is set (unless already set): the KKT solver's LAPACK calls otherwise fight XLA's
 thread pool on 2 cores and become erratic (n = 128: 72 ms instead of 7.5 ms).
 
-XLA flags. Before importing JAX the script adds ``--xla_cpu_experimental_ynn_fusion_type= --xla_cpu_use_xnnpack=false``
-to ``XLA_FLAGS`` (the first only from jaxlib 0.8.1 on: XLA aborts on a flag it does not know, and older ones lack it;
-measured: the library's batched rollout runs ~1.9x faster with them on jaxlib 0.10.2, because the YNN/XNNPACK path
-handles the chain's batched 2x2 algebra badly); ``diffchain`` itself may add more on import (its XLA CPU workarounds,
-e.g. ``--xla_cpu_use_fusion_emitters=false``). The effective value is printed in the report. The same flags make MJX
-~10x faster on this machine (measured 2.4e4 -> 3.4e5 steps/s), so MJX is measured with them (fair comparison, same
-process) and, for reference, once more in a subprocess with JAX's default flags.
+XLA flags. The script opts in to ``diffchain.set_xla_cpu_flags()`` before JAX creates its backend (unless
+``--no-xla-flags``): measured, the library's batched rollout runs ~1.9x faster with them on jaxlib 0.10.2, because the
+YNN/XNNPACK path handles the chain's batched 2x2 algebra badly. The effective value is printed in the report. The same
+flags make MJX ~10x faster on this machine (measured 2.4e4 -> 3.4e5 steps/s), so MJX is measured with them (fair
+comparison, same process) and, for reference, once more in a subprocess with JAX's default flags.
 """
 from __future__ import annotations
 
 import argparse
 import datetime
-import importlib.metadata
 import json
 import os
 import platform
-import re
 import statistics
 import subprocess
 import sys
 import time
 
 
-def _jaxlib_release():
-    """The installed jaxlib as (major, minor, patch), from its metadata (JAX is imported after the flags are set)."""
-    return tuple(int(p) for p in re.findall(r"\d+", importlib.metadata.version("jaxlib"))[:3])
-
-
-BENCH_XLA_FLAGS = ((("--xla_cpu_experimental_ynn_fusion_type=",) if _jaxlib_release() >= (0, 8, 1) else ())
-                   + ("--xla_cpu_use_xnnpack=false",))  # the YNN flag as in diffchain/__init__.py
 SECTIONS = ("fd", "throughput", "grad", "compile")
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -56,7 +45,7 @@ def _parse():
                    help="comma-separated sections to run: " + " | ".join(SECTIONS) + " (default: all)")
     p.add_argument("--repeats", type=int, default=7, help="timed repeats per measurement (median reported), >= 5")
     p.add_argument("--no-xla-flags", action="store_true",
-                   help="do not add the benchmark's XLA flags, and ask diffchain not to add its own")
+                   help="do not set diffchain's recommended XLA CPU flags (JAX's defaults)")
     p.add_argument("--out", default=None, help="markdown output path (default experiments/results/bench-<date>.md)")
     p.add_argument("--batch", type=int, default=4096, help="throughput: diffchain batch size")
     p.add_argument("--steps", type=int, default=1000, help="throughput: steps per rollout")
@@ -82,19 +71,15 @@ ARGS = _parse()
 # XLA's thread pool on this 2-core machine, KKT calls for n >= 128 became 5-10x slower and erratic (measured: n = 128
 # 72 ms vs 7.5 ms, n = 256 212 ms vs 53 ms). One OpenBLAS thread removes that.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-if ARGS.no_xla_flags or ARGS._worker == "mjx-default":
-    os.environ["DIFFCHAIN_KEEP_XLA_FLAGS"] = "1"
-else:
-    _flags = os.environ.get("XLA_FLAGS", "")
-    _extra = [f for f in BENCH_XLA_FLAGS if f.split("=")[0] not in _flags]
-    os.environ["XLA_FLAGS"] = " ".join([_flags] + _extra).strip()
-
 import numpy as np  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
+import diffchain as dc  # noqa: E402
+
+if not (ARGS.no_xla_flags or ARGS._worker == "mjx-default"):
+    dc.set_xla_cpu_flags()  # before JAX creates its backend
 jax.config.update("jax_enable_x64", True)  # every array below gets an explicit dtype; float32 runs stay float32
-import diffchain as dc  # noqa: E402  (may extend XLA_FLAGS; the CPU backend is created after this import)
 
 sys.path.insert(0, HERE)
 from benchutil import Report, cpu_description, fmt_t, md_table  # noqa: E402
@@ -320,7 +305,7 @@ def run_worker(mode):
         if ARGS.no_xla_flags:
             cmd.append("--no-xla-flags")
     else:  # JAX's defaults: drop the benchmark's and diffchain's XLA CPU flags
-        drop = BENCH_XLA_FLAGS + ("--xla_cpu_use_fusion_emitters=false",)
+        drop = dc.xla_cpu_flags()
         env["XLA_FLAGS"] = " ".join(f for f in env.get("XLA_FLAGS", "").split() if f not in drop)
         cmd.append("--no-xla-flags")
     try:

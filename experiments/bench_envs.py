@@ -8,7 +8,9 @@ from __future__ import annotations
 import argparse
 import time
 
-import diffchain as dc  # first: sets the XLA CPU flags before JAX starts
+import diffchain as dc
+
+dc.set_xla_cpu_flags()  # this script's process: the recommended XLA CPU flags
 import jax
 
 from diffchain import envs

@@ -89,7 +89,9 @@ if ARGS.cores > 0 and hasattr(os, "sched_setaffinity"):
     PINNED = _usable[-ARGS.cores:]  # before JAX starts: XLA sizes its thread pool from the affinity mask
     os.sched_setaffinity(0, PINNED)
 
-import diffchain as dc  # noqa: E402  before JAX creates its backend: diffchain sets its XLA CPU flags on import
+import diffchain as dc  # noqa: E402
+
+dc.set_xla_cpu_flags()  # this script's process: the recommended XLA CPU flags
 
 import equinox as eqx  # noqa: E402
 import jax  # noqa: E402

@@ -20,6 +20,8 @@ from diffchain import mechsolvers as ms  # noqa: E402
 from diffchain.banded import closed_chain_dynamics  # noqa: E402
 from diffchain.mechanism import MechanismBuilder  # noqa: E402
 
+dc.set_xla_cpu_flags()  # this script's process: the recommended XLA CPU flags
+
 
 def chain_points(n):
     xs = np.linspace(0.0, 0.8 * (n + 1), n + 2)

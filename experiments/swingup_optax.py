@@ -20,14 +20,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
-
 import sys
-
-if "--x64" in sys.argv:
-    # jaxlib 0.10.2 segfaults (XLA:CPU fusion emitter, `add_pad_fusion`) when running the float64 gradient of an RK4
-    # rollout of the 2-link pendulum; the legacy emitters avoid it. Must be set before jax is imported.
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_use_fusion_emitters=false").strip()
+import time
 
 import jax
 
@@ -43,7 +37,10 @@ import numpy as np  # noqa: E402
 import optax  # noqa: E402
 
 import diffchain as dc  # noqa: E402
+
 from diffchain import viz  # noqa: E402
+
+dc.set_xla_cpu_flags()  # optional: diffchain's recommended XLA CPU flags, before any computation
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
 
@@ -58,7 +55,7 @@ def main():
     ap.add_argument("--iters", type=int, default=600)
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--x64", action="store_true", help="float64 (default float32; see the XLA_FLAGS note above)")
+    ap.add_argument("--x64", action="store_true", help="float64 (default float32)")
     ap.add_argument("--out", default=os.path.join(OUT, "swingup.png"))
     args = ap.parse_args()
 

@@ -36,6 +36,8 @@ import optax  # noqa: E402
 import diffchain as dc  # noqa: E402
 from diffchain import viz  # noqa: E402
 
+dc.set_xla_cpu_flags()  # optional: diffchain's recommended XLA CPU flags, before any computation
+
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
 
 

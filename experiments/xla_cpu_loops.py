@@ -44,6 +44,8 @@ from diffchain.constraints import projector, rod_rhs, slider_rhs  # noqa: E402
 from diffchain.forces import point_forces  # noqa: E402
 from diffchain.geometry import link_omega_c, rod_geometry  # noqa: E402
 
+dc.set_xla_cpu_flags()  # the flags diffchain recommends, as its users would set them
+
 
 def per_call(f, *args, repeats=7):
     jax.block_until_ready(f(*args))

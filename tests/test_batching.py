@@ -59,9 +59,10 @@ def test_rare_cond_under_vmap_equals_the_cond(taken, gather):
 
 
 def test_grad_of_vmap_equals_vmap_of_grad_and_stays_finite():
-    """grad of a vmap transposes the stop_gradient that JAX's batched cond puts on the branch operands inside the
-    custom_jvp rule (jax-ml/jax#22011; diffchain gives it the zero transpose). The rare branch is sqrt(y), not finite
-    where it is not taken (y < 0): nothing of it may reach the gradient there."""
+    """grad of a vmap: rare_cond's derivative is a select whose rare branch sees stop_gradient-ed operands where it is
+    not taken, on the primal values (a batched lax.cond would put stop_gradient on tangents inside the custom_jvp rule,
+    which JAX cannot transpose: jax-ml/jax#22011). The rare branch is sqrt(y), not finite where it is not taken
+    (y < 0): nothing of it may reach the gradient there."""
     rng = np.random.default_rng(7)
     p = jnp.asarray(rng.random(B) < 0.3)
     y = jnp.where(p, 1.0 + rng.random(B), -1.0 - rng.random(B))

@@ -76,7 +76,7 @@ def test_gradients_finite_through_a_long_rollout_with_events(rollout_loss):
 
 def test_gradient_of_a_batch_equals_the_gradients_one_by_one(rollout_loss):
     """grad of a vmap over 1000-quantum rollouts, two with impacts and limit hits, one without: the per-chain
-    gradients (JAX's batched cond needs the stop_gradient transpose of diffchain.batching for this order)."""
+    gradients (this order transposes rare_cond's derivative under vmap: no stop_gradient of a tangent, jax-ml/jax#22011)."""
     loss, grad = rollout_loss
     rng = np.random.default_rng(11)
     th, bv = jnp.asarray(rng.uniform(-0.8, 0.8, (3, 3))), jnp.asarray(rng.normal(size=(3, 2)))

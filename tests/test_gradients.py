@@ -121,8 +121,9 @@ def test_jitted_step_does_not_retrace():
 
 
 def test_rk4_gradient_of_a_two_link_pendulum_in_float64():
-    """Run in a subprocess: on jaxlib 0.10.2 this gradient segfaulted in XLA's CPU fusion emitter until diffchain set
-    --xla_cpu_use_fusion_emitters=false on import. The gradient must also match central finite differences."""
+    """Run in a subprocess with JAX's default XLA flags, as a user's process has them (on jaxlib 0.10.2 this gradient
+    once segfaulted in XLA's CPU fusion emitter). The gradient must also match central finite differences."""
+    import os
     import subprocess
     import sys
     import textwrap
@@ -142,7 +143,8 @@ def test_rk4_gradient_of_a_two_link_pendulum_in_float64():
         fd = (loss(tau + 1e-6 * d) - loss(tau - 1e-6 * d)) / 2e-6
         print(abs(float(jnp.vdot(g, d)) - float(fd)) / max(abs(float(fd)), 1e-12))
     """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     assert float(out.stdout.strip().splitlines()[-1]) < 1e-6
 
