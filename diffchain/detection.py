@@ -85,6 +85,20 @@ def _ends_beyond(chain: Chain, events: Events, es: EventState, x, x1):
     return (g_end, free[:, None] & (g_end < 0)), (th0, th1, hit_hi, hit_lo)
 
 
+def onto_obstacles(chain: Chain, events: Events, stuck, x):
+    """x (n, 2) with every free contact point that is below an obstacle line moved onto it along the line's normal,
+    x_i - z_k min(0, z_k^T (x_i - z0_k)), line by line; and whether any point moved. Used where a quantum ends
+    without detecting its last sub-quantum's crossings (its budget used up)."""
+    free = events.contact & ~chain.guided & ~stuck
+    moved = jnp.zeros((), bool)
+    for k in range(events.z.shape[0]):
+        g = _slack(events.z[k:k + 1], events.z0[k:k + 1], x)[:, 0]
+        below = free & (g < 0)
+        x = x - jnp.where(below[:, None], g[:, None] * events.z[k], 0.0)
+        moved = moved | jnp.any(below)
+    return x, moved
+
+
 def detect(chain: Chain, events: Events, es: EventState, x, v, a, h):
     """Contacts and limit hits during a sub-quantum x(s) = x + s v + s^2 a / 2, s in [0, h] (seed §7, §12.1).
 

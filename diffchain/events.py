@@ -8,10 +8,11 @@ Events switch constraints on and off through **masks in the state** (:class:`Eve
 * a joint that reaches an angle limit becomes active (seed §12.1) with alpha^w = 0 plus the PD correction towards the
   limit angle (:func:`diffchain.active.active_terms`); it is released when its constraint torque tau^w would pull it
   into the limit;
-* impacts are inelastic impulses computed by the same solver (seed §7 Z1–Z3): external forces and velocity-product
-  terms zeroed (gravity 0, control 0, the solver sees v = 0) and a^w = -v for the pinned points, alpha^w = -omega^z for
-  the held joints; then v += a. This is the M-orthogonal projection of v onto the constrained velocities, so kinetic
-  energy never increases at an impact;
+* impacts are inelastic impulses (seed §7 Z1–Z3): the velocity jump is the M-orthogonal projection of v onto the
+  velocities the constraints allow (rods, stuck points, held joints, sliders; :func:`impulse_projection`), which is
+  the seed's rule (external forces and velocity-product terms zeroed, a^w = -v for the pinned points, alpha^w =
+  -omega^z for the held joints; then v += a) where the rods do not stretch, and which never raises the kinetic
+  energy, also where the constrained velocities degenerate (a nearly straight run between pins);
 * chattering and scuffing (seed §12.2, Figs. 4–5): every release adds 1 to a per-constraint counter that decays with
   time constant ``chatter_window`` quanta; a constraint whose counter has reached ``chatter_count`` is not released
   (kept active "where physically unjustified", as the seed prescribes) until the counter decays;
@@ -45,10 +46,10 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from .active import SMALL_MAX, ActiveRecursive, ActiveSolver, one_joint_dynamics, small_dynamics
+from .active import SMALL_MAX, ActiveRecursive, ActiveSolver, joint_rows, one_joint_dynamics, small_dynamics
 from .batching import _explicit, one_chain_or, outside_derivatives, rare_cond, scan_until
 from .forces import _speed, external_forces, torque_forces
-from .detection import _angles, _ends_beyond, _finite, _quantum, detect
+from .detection import _angles, _ends_beyond, _finite, _quantum, detect, onto_obstacles
 from .eventstate import EventState, Events, StepReport, _cache, _none, _pack, _unpack, check_event_state
 from .geometry import _pad_diff, joint_accelerations, joint_velocities, links, wrap_angle
 from .inertia import mass_matrix
@@ -74,6 +75,66 @@ def _mass_times(chain: Chain, a):
 ONE_HELD_MAX = 4
 
 
+def impulse_projection(chain: Chain, es: EventState, x, v):
+    """The inelastic impact's velocity jump dv (n, 2): v + dv is the M-orthogonal projection of v onto the velocities
+    that the constraints switched on allow (seed §7 Z1–Z3, §12.1),
+
+        v+ = v - M^-1 J^T (J M^-1 J^T)^+ J v,
+
+    J the rows of the rods (r_k^T (v_{k+1} - v_k) = 0), the stuck points (v_i = 0), the held joints (omega^z_i = 0,
+    the rows of seed eq. 13) and the sliders (s_i^T v_i = 0); a guided point that is not stuck keeps its velocity
+    (dv_i = 0, its prescribed motion). This is the seed's rule where the rods' stretching rates vanish; the seed's
+    rule taken literally keeps those rates (the solver sees v = 0), and where the constrained velocities degenerate
+    (a nearly straight run between pins: J nearly rank-deficient) it amplifies their drift by 1/sin of the bend. The
+    projection never raises the kinetic energy, singular or not.
+
+    Computed as a regularised least-squares residual, robust to rank loss: with M = C C^T, w = C^T v, A = J C^-T
+    (rows of J scaled to unit length) and the thin QR factorisation [A^T; mu I] = Q R (full column rank for mu > 0),
+    w+ = w - Q1 Q1^T w (Q1 the first 2n rows of Q): the Tikhonov form of the projection, A^T (A A^T + mu^2 I)^-1 A
+    = Q1 Q1^T, whose eigenvalues lie in [0, 1), so |w+| <= |w| in floating point too (Q orthonormal). mu =
+    eps^(5/8) max_k |A_k| (1.6e-10 relative in float64): constraints enforced to (mu / sigma)^2 along singular values
+    sigma of A above mu, the pseudo-inverse's null space below it; a moving guided point adds Q1 R^-T (its rate)."""
+    n, dt = chain.n, x.dtype
+    stuck = es.stuck
+    pinned = chain.guided | stuck
+    slider = chain.slider_mask & ~pinned
+    eye = jnp.eye(2 * n, dtype=dt)
+    # the candidate rows (4n - 1, 2n), zero where switched off
+    _, _, r = links(x)
+    k = jnp.arange(n - 1)
+    rods = jnp.zeros((n - 1, n, 2), dt).at[k, k].set(-r).at[k, k + 1].set(r).reshape(n - 1, 2 * n)
+    ex, ey = eye[0::2], eye[1::2]  # v_i's x and y components
+    rows_x = jnp.where(pinned[:, None], ex, jnp.where(slider[:, None], ex * chain.s[:, :1] + ey * chain.s[:, 1:], 0.0))
+    rows_y = jnp.where(pinned[:, None], ey, 0.0)
+    joints = jnp.where(es.held[:, None], joint_rows(x).reshape(n, 2 * n), 0.0) if n > 1 else jnp.zeros((0, 2 * n), dt)
+    J = jnp.concatenate([rods, rows_x, rows_y, joints])
+    norm = jnp.sqrt(jnp.sum(J * J, -1, keepdims=True))
+    J = J / jnp.where(norm > 0, norm, 1.0)
+    # target rates: 0, but a guided point that is not stuck keeps its velocity
+    keep = chain.guided & ~stuck
+    target = jnp.concatenate([jnp.zeros((n - 1,), dt), jnp.where(keep, v[:, 0], 0.0), jnp.where(keep, v[:, 1], 0.0),
+                              jnp.zeros((J.shape[0] - 3 * n + 1,), dt)])
+    vf = v.reshape(-1)
+    if chain.has_links:
+        C = jnp.linalg.cholesky(mass_matrix(chain))
+        A = jax.scipy.linalg.solve_triangular(C, J.T, lower=True).T
+        w = C.T @ vf
+    else:
+        sq = jnp.sqrt(jnp.repeat(chain.m, 2))
+        A, w = J / sq, sq * vf
+    m_rows = A.shape[0]
+    mu = jnp.finfo(dt).eps ** 0.625 * jnp.max(jnp.sqrt(jnp.sum(A * A, -1)))
+    Q, R = jnp.linalg.qr(jnp.concatenate([A.T, mu * jnp.eye(m_rows, dtype=dt)]))
+    Q1 = Q[: 2 * n]
+    w_new = w - Q1 @ (Q1.T @ w)
+    w_new = w_new + Q1 @ jax.scipy.linalg.solve_triangular(R.T, target, lower=True)
+    if chain.has_links:
+        v_new = jax.scipy.linalg.solve_triangular(C.T, w_new, lower=False)
+    else:
+        v_new = w_new / sq
+    return v_new.reshape(n, 2) - v
+
+
 def constrained_dynamics(chain: Chain, events: Events, es: EventState, x, v, t, control: Control, stab, impulse,
                          solver: ActiveSolver = ActiveRecursive()):
     """One solver call with the event constraints switched on (seed §7, §12.1): returns a, tau_w and the reactions R.
@@ -81,9 +142,11 @@ def constrained_dynamics(chain: Chain, events: Events, es: EventState, x, v, t, 
     Stuck points are guided with a^w = PD towards the pin, held joints active with alpha^w = 0 and the PD correction
     towards the limit angle (time constant ``stab``). With ``impulse`` (a traced bool) the same call is the impact
     impulse of seed §7 Z1–Z2: gravity, control forces and every velocity-product and PD term zeroed (the solver sees
-    v = 0 and stab = inf), a^w = -v at the stuck points, alpha^w = -omega^z at the held joints; the result is the
-    velocity jump dv. R = M a - F^e - (rod forces) - (constraint torque forces) is the force of the point constraints
-    on each point (the multipliers of their KKT rows); for a stuck point, the ground reaction.
+    v = 0 and stab = inf), a^w = -v at the stuck points, alpha^w = -omega^z at the held joints; the velocity jump dv
+    returned is the M-orthogonal projection of :func:`impulse_projection`, which that rule equals where the rods do
+    not stretch (tau_w and R stay the seed rule's impulsive torques and reactions; the rollout does not use them).
+    R = M a - F^e - (rod forces) - (constraint torque forces) is the force of the point constraints on each point
+    (the multipliers of their KKT rows); for a stuck point, the ground reaction.
     """
     stuck, held = es.stuck, es.held
     w = 1.0 / stab
@@ -161,7 +224,13 @@ def constrained_dynamics(chain: Chain, events: Events, es: EventState, x, v, t, 
     # reactions' cond they cost a recomputation of the sweeps); up to SMALL_MAX points the constrained cases take
     # the lambda-first solve, whose tensions are cheap (:func:`diffchain.active.small_dynamics`). Batched and in
     # derivatives: the two rare conds.
-    return one_chain_or(one_chain, lambda _: run(consts, None), None)
+    a, tau_w, R = one_chain_or(one_chain, lambda _: run(consts, None), None)
+    if impulse is False:  # (the quiet trial: known at trace time)
+        return a, tau_w, R
+    # the velocity jump: the projection (the solver's seed rule keeps the rods' stretching rates, see
+    # :func:`impulse_projection`)
+    a = rare_cond(impulse, lambda _: impulse_projection(chain, es, x, v), lambda _: a, None)
+    return a, tau_w, R
 
 
 def _error_estimate(a1, a, h):
@@ -345,6 +414,12 @@ def _event_quantum(chain: Chain, events: Events, start_state, control: Control, 
         es_imp = eqx.tree_at(lambda e: e.state, es_event, State(
             jnp.where(last, xe + (h - s_e) * v_e, xe), v_e, jnp.where(last, t0 + dt, es_event.state.t)))
         es_new = _where(event, es_imp, _where(accept, es_acc, _where(forced, es_fin, es_)))
+        # the forced finish detects nothing after its event or refresh: a free contact point that ends it below an
+        # obstacle line is put back onto the line (its velocity kept: the next quantum finds the contact at its
+        # start, s = 0, and gives it its impulse); the cached accelerations are then not those of the new state
+        x_on, moved = onto_obstacles(chain, events, es_new.stuck, es_new.state.x)
+        moved = last & moved
+        es_new = eqx.tree_at(lambda e: e.state.x, es_new, jnp.where(moved, x_on, es_new.state.x))
         t_new = jnp.where(last, dt, jnp.where(event, t + s_e, jnp.where(accept, t_acc, t)))
         # refresh or accepted trial: a_s are the accelerations at the new state; test releases there
         check = ~event & ~reject & ~forced
@@ -378,7 +453,7 @@ def _event_quantum(chain: Chain, events: Events, start_state, control: Control, 
         es_new = eqx.tree_at(lambda e: (e.stuck, e.pin, e.held, e.chatter), es_new,
                              (es_new.stuck | back[0], jnp.where(back[0][:, None], pin, es_new.pin),
                               es_new.held | back[1], jnp.maximum(es_new.chatter, lock)))
-        valid = check & ~released & ~jnp.any(back)
+        valid = check & ~released & ~jnp.any(back) & ~moved
         left = left | jnp.stack([rel_c, rel_l])
         level = jnp.where(reject, c["level"] + 1, jnp.where(accept, jnp.maximum(c["level"] - 1, 0), c["level"]))
         keep = lambda old, new: jnp.where(reject, old, new)  # noqa: E731
