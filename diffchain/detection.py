@@ -58,9 +58,34 @@ def first_crossing(g0, g1, g2, g_end, h, exact, where=True):
 
 
 def _angles(x, theta_ref=None):
-    """Joint angles of all n joints (theta_n = -phi_{n-1}); unwrapped to within pi of ``theta_ref``."""
-    theta = wrap_angle(_pad_diff(link_angles(x))) if x.shape[0] > 1 else jnp.zeros(x.shape[:1], x.dtype)
+    """Joint angles of all n joints (theta_n = -phi_{n-1}), (..., n), of x (..., n, 2): wrapped to (-pi, pi], or on
+    the branch within pi of ``theta_ref`` (a joint's continuous angle, carried from quantum to quantum)."""
+    if x.shape[-2] > 1:
+        if x.ndim == 2:
+            theta = wrap_angle(_pad_diff(link_angles(x)))
+        else:  # leading axes (an EventState built from a batch of states)
+            d = x[..., 1:, :] - x[..., :-1, :]
+            phi = jnp.arctan2(d[..., 1], d[..., 0])
+            z = jnp.zeros(phi.shape[:-1] + (1,), x.dtype)
+            theta = wrap_angle(jnp.concatenate([phi, z], -1) - jnp.concatenate([z, phi], -1))
+    else:
+        theta = jnp.zeros(x.shape[:-1], x.dtype)
     return theta if theta_ref is None else theta_ref + wrap_angle(theta - theta_ref)
+
+
+def limit_arc(events: Events):
+    """The allowed range [lo, hi] (n,) of each joint's continuous angle and which joints are limited (seed §12.1).
+
+    A relative angle is continuous, so a limit is a stop that the joint cannot pass from either side. With both
+    limits, [theta^m, theta^M] (within [-pi, pi]). With only theta^m, the joint may turn the other way round up to
+    the same direction, theta^m + 2 pi, and no further: [theta^m, theta^m + 2 pi]; with only theta^M,
+    [theta^M - 2 pi, theta^M]. (A joint driven round from theta^m the free way reaches theta^m's direction from the
+    other side: there it is stopped, and held as at an upper limit.)"""
+    lo, hi = events.theta_min, events.theta_max
+    has_lo, has_hi = jnp.isfinite(lo), jnp.isfinite(hi)
+    lo_f, hi_f = _finite(lo), _finite(hi)
+    two_pi = 2.0 * jnp.pi
+    return jnp.where(has_lo, lo_f, hi_f - two_pi), jnp.where(has_hi, hi_f, lo_f + two_pi), has_lo | has_hi
 
 
 def _slack(z, z0, x):
@@ -75,14 +100,16 @@ def _quantum(x, v, a, h):
 
 def _ends_beyond(chain: Chain, events: Events, es: EventState, x, x1):
     """Which free contact points end a sub-quantum from x to x1 below an obstacle line and which free joints beyond a
-    limit: the end slacks z^T (x1 - z0) (n, K) and hit (n, K); the joint angles at both ends and hit_hi, hit_lo (n,)."""
+    limit: the end slacks z^T (x1 - z0) (n, K) and hit (n, K); the joint angles at both ends and hit_hi, hit_lo (n,).
+    The angles are the continuous ones (on the branch of ``es.theta``), compared with :func:`limit_arc`, so that no
+    wrapping can carry a joint past a limit unseen."""
     free = events.contact & ~chain.guided & ~es.stuck
     g_end = _slack(events.z, events.z0, x1)
-    th0 = _angles(x)
+    th0 = _angles(x, es.theta)
     th1 = _angles(x1, th0)
-    hit_hi = ~es.held & jnp.isfinite(events.theta_max) & (th1 > _finite(events.theta_max))
-    hit_lo = ~es.held & jnp.isfinite(events.theta_min) & (th1 < _finite(events.theta_min))
-    return (g_end, free[:, None] & (g_end < 0)), (th0, th1, hit_hi, hit_lo)
+    lo, hi, limited = limit_arc(events)
+    free_l = ~es.held & limited
+    return (g_end, free[:, None] & (g_end < 0)), (th0, th1, free_l & (th1 > hi), free_l & (th1 < lo))
 
 
 def onto_obstacles(chain: Chain, events: Events, stuck, x):
@@ -108,7 +135,7 @@ def detect(chain: Chain, events: Events, es: EventState, x, v, a, h):
     """
     n = x.shape[0]
     z, z0 = events.z, events.z0
-    hi, lo = _finite(events.theta_max), _finite(events.theta_min)
+    lo, hi, _ = limit_arc(events)
     (g_end, hit), (th0, th1, hit_hi, hit_lo) = _ends_beyond(chain, events, es, x, _quantum(x, v, a, h)[0])
     hit_c = jnp.any(hit, 1)
 

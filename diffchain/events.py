@@ -49,7 +49,7 @@ import jax.numpy as jnp
 from .active import SMALL_MAX, ActiveRecursive, ActiveSolver, joint_rows, one_joint_dynamics, small_dynamics
 from .batching import _explicit, one_chain_or, outside_derivatives, rare_cond, scan_until
 from .forces import _speed, external_forces, torque_forces
-from .detection import _angles, _ends_beyond, _finite, _quantum, detect, onto_obstacles
+from .detection import _angles, _ends_beyond, _quantum, detect, limit_arc, onto_obstacles
 from .eventstate import EventState, Events, StepReport, _cache, _none, _pack, _unpack, check_event_state
 from .geometry import _pad_diff, joint_accelerations, joint_velocities, links, wrap_angle
 from .inertia import mass_matrix
@@ -157,7 +157,8 @@ def constrained_dynamics(chain: Chain, events: Events, es: EventState, x, v, t, 
     u = Control(jnp.where(impulse, 0.0, control.tau), jnp.where(impulse, 0.0, control.F), a_w)
     omega = joint_velocities(State(x, v, t))
     alpha_w = jnp.where(impulse, -omega, 0.0)
-    theta_bar = jnp.where(held, jnp.where(es.side > 0, _finite(events.theta_max), _finite(events.theta_min)), 0.0)
+    lo, hi, _ = limit_arc(events)
+    theta_bar = jnp.where(held, jnp.where(es.side > 0, hi, lo), 0.0)
     s_in = State(x, jnp.where(impulse, 0.0, v), t)
     stab_in = jnp.where(impulse, jnp.inf, stab)
 
@@ -256,9 +257,10 @@ def _release_tests(chain: Chain, events: Events, es: EventState, R, tau_w):
     return es.stuck & pull & unlocked[0], es.held & into & unlocked[1]
 
 
-def _limits_crossed_c(events: Events, held, x, x1):
+def _limits_crossed_c(events: Events, held, theta, x, x1):
     """``any(hit_hi | hit_lo)`` of :func:`diffchain.detection._ends_beyond` (a free joint ends beyond a limit) written
-    in scalars for one chain of n >= 2 points: the same operations on each joint's angle."""
+    in scalars for one chain of n >= 2 points: the same operations on each joint's angle (continuous, on the branch
+    of ``theta``)."""
     n = x.shape[0]
 
     def angles(y):  # wrap(_pad_diff(link_angles(y)))
@@ -266,11 +268,11 @@ def _limits_crossed_c(events: Events, held, x, x1):
         return [wrap_angle((phi[j] if j < n - 1 else 0.0) - (phi[j - 1] if j > 0 else 0.0)) for j in range(n)]
 
     out = jnp.zeros((), bool)
-    hi, lo = _finite(events.theta_max), _finite(events.theta_min)
+    lo, hi, limited = limit_arc(events)
     for j, (t0, t1) in enumerate(zip(angles(x), angles(x1))):
-        th1 = t0 + wrap_angle(t1 - t0)
-        out = out | (~held[j] & ((jnp.isfinite(events.theta_max[j]) & (th1 > hi[j]))
-                                 | (jnp.isfinite(events.theta_min[j]) & (th1 < lo[j]))))
+        th0 = theta[j] + wrap_angle(t0 - theta[j])
+        th1 = th0 + wrap_angle(t1 - th0)
+        out = out | (~held[j] & limited[j] & ((th1 > hi[j]) | (th1 < lo[j])))
     return out
 
 
@@ -286,7 +288,7 @@ def _quiet_trial(chain: Chain, events: Events, es: EventState, a, control: Contr
     x1, v1 = _quantum(x, v, a, h)
     (_, hit), (_, _, hit_hi, hit_lo) = _ends_beyond(chain, events, es, x, x1)
     # one chain: the angles in scalars, so that the limit test is one kernel (not the (n,) angles' concatenations)
-    limit = one_chain_or(lambda _: _limits_crossed_c(events, es.held, x, x1) if chain.n > 1 else
+    limit = one_chain_or(lambda _: _limits_crossed_c(events, es.held, es.theta, x, x1) if chain.n > 1 else
                          jnp.any(hit_hi | hit_lo), lambda _: jnp.any(hit_hi | hit_lo), None)
     a1, tau_w, R = constrained_dynamics(chain, events, es, x1, v1, es.state.t, control, stab, False, solver)
     err = _error_estimate(a1, a, h)
@@ -440,10 +442,11 @@ def _event_quantum(chain: Chain, events: Events, start_state, control: Control, 
             st = State(x, v)
             omega_next = joint_velocities(st) + dt * joint_accelerations(st, a_s)
             back_l = left[1] & ~es_new.held & (es_new.side * omega_next > 0)
-            limit = jnp.where(es_new.side > 0, _finite(events.theta_max), _finite(events.theta_min))
+            lo, hi, _ = limit_arc(events)
+            limit = jnp.where(es_new.side > 0, hi, lo)
             undo = jnp.any(back_c) | jnp.any(back_l)
             on_c = (left[0] | rel_c) & ~es_new.stuck & (gap <= 1e-6 * jnp.max(chain.l, initial=1.0))
-            on_l = (left[1] | rel_l) & ~es_new.held & (es_new.side * (_angles(x) - limit) >= -1e-6)
+            on_l = (left[1] | rel_l) & ~es_new.held & (es_new.side * (_angles(x, es_new.theta) - limit) >= -1e-6)
             return jnp.stack([back_c | (undo & on_c), back_l | (undo & on_l)])
 
         back = rare_cond(refresh & jnp.any(left), heads_back, lambda _: jnp.zeros_like(left), None)
@@ -480,8 +483,11 @@ def _event_quantum(chain: Chain, events: Events, start_state, control: Control, 
     decay = jnp.exp(-1.0 / events.chatter_window)
     u = jax.tree_util.tree_map(lambda p, q: p.astype(q.dtype), control, es.control)
 
-    def finish(c, last=None):  # the chatter counters decay once per quantum; the new state (packed in each branch)
-        es_ = eqx.tree_at(lambda e: e.chatter, c["es"], c["es"].chatter * decay)
+    def finish(c, last=None):  # the chatter counters decay once per quantum, the continuous angles follow the new
+        # state (the slots keep those of the start, within pi of every angle of the quantum); the new state (packed in
+        # each branch)
+        es_ = c["es"]
+        es_ = eqx.tree_at(lambda e: (e.chatter, e.theta), es_, (es_.chatter * decay, _angles(es_.state.x, es_.theta)))
         es_ = eqx.tree_at(_cache, es_, (c["a"], c["tau_w"], c["R"], None, c["valid"]), is_leaf=_none)
         return (_pack(es_, last) if packed else es_), c["rep"]  # (the control is set after the cond)
 

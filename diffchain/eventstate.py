@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .detection import _angles, _finite, _slack
+from .detection import _angles, _slack, limit_arc
 from .model import Chain, Control, State, _concrete, _require
 
 
@@ -21,7 +21,10 @@ class Events(eqx.Module):
       contact:   (n,)  which points can touch the obstacles (guided points never do)
       theta_min, theta_max: scalars or (n-1,): joint angle limits theta_i in [theta^m_i, theta^M_i] (seed §12.1;
                  -inf/inf = none) of the angles of :func:`diffchain.joint_angles` (joint 1 against the world); stored
-                 as (n,) with no limit on joint n
+                 as (n,) with no limit on joint n. A limit is a stop in the limit's direction that the joint's
+                 continuous angle cannot pass from either side: with only theta^m the joint may turn the other way
+                 round up to theta^m + 2 pi (where it is stopped, coming back to the same direction), with only
+                 theta^M down to theta^M - 2 pi (:func:`diffchain.detection.limit_arc`)
       threshold: halving threshold on the velocity error estimate max_i |a_i' - a_i| h, in m/s (seed §12.2: "e.g. 1")
       max_depth: at most this many halvings of a sub-quantum (static)
       slots:     solver calls per quantum (static); a quiet quantum uses 1 (2 when the control changed), an impact
@@ -95,6 +98,9 @@ class EventState(eqx.Module):
       stuck:   (n,)   points stuck to an obstacle;  pin (n,2) where,  normal (n,2) the obstacle's normal z
       held:    (n,)   joints held at a limit;       side (n,) +1 at theta^M, -1 at theta^m
       chatter: (2,n)  release counters of the contacts and the limits (seed §12.2 chattering / scuffing)
+      theta:   (n,)   the joint angles on their continuous branch (a joint turned once around is at theta + 2 pi),
+                      against which the limits are tested; by default the wrapped angles of ``state``, in (-pi, pi]
+                      (give it, e.g. theta^m + 2 pi - 0.5, to start a joint with a one-sided limit on the far branch)
 
     and what the last quantum's final solver call found at ``state`` ("first same as last"): accelerations ``a``
     (n,2), constraint torques ``tau_w`` (n,) and reactions ``R`` (n,2) under ``control``, with the constraints above.
@@ -110,13 +116,15 @@ class EventState(eqx.Module):
     held: jax.Array
     side: jax.Array
     chatter: jax.Array
+    theta: jax.Array
     a: jax.Array
     tau_w: jax.Array
     R: jax.Array
     control: Control
     fresh: jax.Array
 
-    def __init__(self, state: State, stuck=None, pin=None, normal=None, held=None, side=None, chatter=None):
+    def __init__(self, state: State, stuck=None, pin=None, normal=None, held=None, side=None, chatter=None,
+                 theta=None):
         n, dt = state.x.shape[-2], state.x.dtype
         lead = state.x.shape[:-2]
         self.state = state
@@ -126,6 +134,7 @@ class EventState(eqx.Module):
         self.held = jnp.zeros(lead + (n,), bool) if held is None else jnp.asarray(held, bool)
         self.side = jnp.zeros(lead + (n,), dt) if side is None else jnp.asarray(side, dt)
         self.chatter = jnp.zeros(lead + (2, n), dt) if chatter is None else jnp.asarray(chatter, dt)
+        self.theta = _angles(state.x) if theta is None else jnp.asarray(theta, dt)
         self.a, self.R = jnp.zeros(lead + (n, 2), dt), jnp.zeros(lead + (n, 2), dt)
         self.tau_w = jnp.zeros(lead + (n,), dt)
         self.control = Control(tau=jnp.zeros(lead + (n,), dt))
@@ -175,8 +184,8 @@ def _none(x):
 
 
 # the per-point fields of an EventState as columns: first what a quantum changes, then what a quiet one keeps
-_FIELDS = (("x", 2), ("v", 2), ("a", 2), ("tau_w", 1), ("R", 2), ("chatter", 2), ("pin", 2), ("normal", 2), ("side", 1),
-           ("stuck", 1), ("held", 1))
+_FIELDS = (("x", 2), ("v", 2), ("a", 2), ("tau_w", 1), ("R", 2), ("chatter", 2), ("theta", 1), ("pin", 2), ("normal", 2),
+           ("side", 1), ("stuck", 1), ("held", 1))
 _KEPT = ("pin", "normal", "side", "stuck", "held")  # the last fields
 
 
@@ -200,7 +209,8 @@ def _pack(es: EventState, last=None):
     the last pack, whose columns of the :data:`_KEPT` fields are taken as they are."""
     dt = es.state.x.dtype
     cols = dict(x=es.state.x, v=es.state.v, a=es.a, tau_w=es.tau_w[..., None], R=es.R,
-                chatter=jnp.swapaxes(es.chatter, -1, -2), pin=es.pin, normal=es.normal, side=es.side[..., None],
+                chatter=jnp.swapaxes(es.chatter, -1, -2), theta=es.theta[..., None], pin=es.pin, normal=es.normal,
+                side=es.side[..., None],
                 stuck=es.stuck[..., None].astype(dt), held=es.held[..., None].astype(dt))
     out = []
     for g, group in enumerate(_groups(es.state.x.shape[-2])):
@@ -220,14 +230,16 @@ def _unpack(packed, control: Control) -> EventState:
         for name, w in group:
             cols[name], k = f[..., k:k + w] if w > 1 else f[..., k], k + w
     es = EventState(State(cols["x"], cols["v"], t), stuck=cols["stuck"] != 0, pin=cols["pin"], normal=cols["normal"],
-                    held=cols["held"] != 0, side=cols["side"], chatter=jnp.swapaxes(cols["chatter"], -1, -2))
+                    held=cols["held"] != 0, side=cols["side"], chatter=jnp.swapaxes(cols["chatter"], -1, -2),
+                    theta=cols["theta"])
     return eqx.tree_at(_cache, es, (cols["a"], cols["tau_w"], cols["R"], control, fresh))
 
 
 def check_event_state(chain: Chain, events: Events, es: EventState, tol: float = 1e-6) -> EventState:
     """Raise if ``es`` is not a valid start: off the rod/slider manifold (:func:`diffchain.check_state`), a free contact
     point below an obstacle line, or a free joint outside its angle limits (by more than ``tol``, relative to the
-    longest rod / in radians). Works under ``jit``; returns ``es``."""
+    longest rod / in radians; its continuous angle, on the branch of ``es.theta``, against
+    :func:`diffchain.detection.limit_arc`). Works under ``jit``; returns ``es``."""
     from .integrate import check_state
 
     if events.n != chain.n:
@@ -237,9 +249,9 @@ def check_event_state(chain: Chain, events: Events, es: EventState, tol: float =
     free = events.contact & ~chain.guided & ~es.stuck
     depth = _slack(events.z, events.z0, state.x)
     below = jnp.any(free[:, None] & (depth < -tol * scale))
-    theta = _angles(state.x)
-    out = ~es.held & ((jnp.isfinite(events.theta_max) & (theta > _finite(events.theta_max) + tol))
-                      | (jnp.isfinite(events.theta_min) & (theta < _finite(events.theta_min) - tol)))
+    theta = _angles(state.x, es.theta)
+    lo, hi, limited = limit_arc(events)
+    out = ~es.held & limited & ((theta > hi + tol) | (theta < lo - tol))
     x = eqx.error_if(state.x, below, "check_event_state: a contact point starts below an obstacle line")
     x = eqx.error_if(x, jnp.any(out), "check_event_state: a joint starts outside its angle limits")
     return eqx.tree_at(lambda e: e.state.x, es, x)

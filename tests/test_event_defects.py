@@ -1,8 +1,11 @@
 """Three event defects found by checking event rollouts against closed forms, and random drops (seed 000 §7, §12).
 
+* a one-sided angle limit that a joint driven once around passed by wrapping (checked against the continuous angle,
+  the statics of the held joint and the work of the driving torque);
 * an impact that added kinetic energy where two rods lie nearly in line between two stuck points (checked against
   the M-orthogonal projection, in closed form for that pose);
 * a quantum that used up its budget of solver calls and left a point below the floor (checked against the floor);
+* random drops with contacts and limits on both sides or one: no energy gained at an impact, no penetration, no NaN.
 """
 import jax
 import jax.numpy as jnp
@@ -14,6 +17,64 @@ from diffchain import events as ev
 
 DT = 1e-3
 G = 9.81
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# 1. one-sided limits and wrapping
+@pytest.mark.parametrize("sign", [1.0, -1.0], ids=["lower-limit", "upper-limit"])
+def test_one_sided_limit_stops_a_joint_driven_once_around(sign):
+    """A pendulum (unit mass and length) with only a lower limit theta^m = -1 (sign +1; mirrored: only an upper limit
+    theta^M = +1), driven by a constant torque tau = 15 N m > m g l towards the free side, turns once around and comes
+    back to the limit's direction from the other side. A relative angle is continuous: the joint may turn up to
+    theta^m + 2 pi and no further, so there it stops and is held.
+
+    References: the same pendulum without limits (``dc.rollout``, the same seed quantum): identical until it reaches
+    theta^m + 2 pi, and the hit in the quantum where it does; the continuous angle (np.unwrap of the wrapped angles)
+    stays in [theta^m, theta^m + 2 pi] (within the seed's angle-crossing model, §12.1: the cut is within 1e-7 rad of
+    the limit); held, the joint sits at the limit's direction and the holding torque is the statics
+    tau_w = m g l cos(theta^m) - tau (moment balance about the pivot). Before the fix the wrapped angle jumped past
+    +-pi into the "forbidden" range, the joint was held 2.19 rad from the limit and the drift correction flung the
+    pendulum (energy -4.7 J -> 14,000 J)."""
+    chain = dc.pendulum(1)
+    lim, tau = -1.0 * sign, 15.0 * sign
+    events = dc.Events(chain.n, **({"theta_min": lim} if sign > 0 else {"theta_max": lim}))
+    T = 2500
+    theta0 = -0.5 * sign
+    state = dc.from_joint_angles(chain, jnp.array([theta0]))
+    controls = dc.Control(tau=jnp.zeros((T, 2)).at[:, 0].set(tau))
+    final, (traj, rep) = jax.jit(lambda s: dc.event_rollout(chain, events, dc.EventState(s), controls, DT))(state)
+    _, free = jax.jit(lambda s: dc.rollout(chain, s, controls, DT))(state)
+
+    def continuous(x):
+        angles = jax.vmap(lambda x: dc.joint_angles(dc.State(x)))(x)
+        return np.unwrap(np.concatenate([[theta0], np.asarray(angles)[:, 0]]))  # |steps| << pi
+
+    theta, theta_free = continuous(traj.state.x), continuous(free.x)
+    assert np.all(np.isfinite(theta))
+    far = lim + sign * 2 * np.pi
+    lo, hi = min(lim, far), max(lim, far)
+    assert theta.min() >= lo - 1e-7 and theta.max() <= hi + 1e-7, f"left [{lo}, {hi}]: {theta.min(), theta.max()}"
+    hits = np.flatnonzero(np.asarray(rep.limit_hits)[:, 0])
+    assert len(hits) == 1, f"one hit expected, got quanta {hits}"
+    k = hits[0]  # theta[k + 1] is the angle after quantum k
+    assert k == np.flatnonzero(sign * (theta_free - far) > 0)[0] - 1, "the hit is where the free pendulum passes"
+    np.testing.assert_allclose(theta[: k + 1], theta_free[: k + 1], atol=1e-9)
+    # held at the limit's direction from then on, with the statics torque
+    np.testing.assert_allclose(theta[k + 3:], far, atol=1e-7)
+    assert np.asarray(traj.held)[k:, 0].all() and np.all(np.asarray(traj.side)[k:, 0] == sign)
+    np.testing.assert_allclose(float(final.tau_w[0]), G * np.cos(lim) - tau, rtol=1e-9)
+
+
+def test_one_sided_limit_start_on_the_far_branch():
+    """With only theta^m = -1, a start whose wrapped angle is -2 is below the limit on the angle's own branch and is
+    refused, unless its continuous angle is given on the far branch (-2 + 2 pi): then it is allowed."""
+    chain = dc.pendulum(1)
+    events = dc.Events(chain.n, theta_min=-1.0)
+    state = dc.from_joint_angles(chain, jnp.array([-2.0]))
+    with pytest.raises(Exception, match="angle limits"):
+        dc.check_event_state(chain, events, dc.EventState(state))
+    es = dc.EventState(state, theta=jnp.array([-2.0 + 2 * np.pi, 0.0]))
+    dc.check_event_state(chain, events, es)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -119,3 +180,80 @@ def test_exhausted_budget_leaves_no_point_below_the_floor():
     assert y.min() >= -1e-9, f"penetration {y.min()}"
     assert bool(final.stuck.all())
     assert np.all(np.isfinite(np.asarray(traj.state.v)))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# 4. random drops
+def _random_drop(rng, k):
+    """A k-link chain (random masses and lengths) with random interior limits -- both sides, lower or upper only, or
+    none -- dropped spinning from a random pose inside its limits; returns (m, l, lo, hi, theta, theta_dot, base,
+    base_velocity) as arrays."""
+    m, l = rng.uniform(0.5, 2.0, k + 1), rng.uniform(0.2, 0.5, k)
+    lo, hi = np.full(k, -np.inf), np.full(k, np.inf)
+    theta = rng.uniform(-np.pi, np.pi, k)
+    for j in range(1, k):  # joint 1 (against the world) is free
+        kind = rng.integers(4)
+        if kind == 0:
+            lo[j], hi[j] = -rng.uniform(0.5, 2.5), rng.uniform(0.5, 2.5)
+            theta[j] = rng.uniform(0.8 * lo[j], 0.8 * hi[j])
+        elif kind == 1:
+            lo[j] = -rng.uniform(0.3, 2.5)
+            theta[j] = rng.uniform(lo[j] + 0.05, 3.0)
+        elif kind == 2:
+            hi[j] = rng.uniform(0.3, 2.5)
+            theta[j] = rng.uniform(-3.0, hi[j] - 0.05)
+    theta_dot = rng.normal(scale=rng.choice([2.0, 8.0]), size=k)
+    return m, l, lo, hi, theta, theta_dot, rng.uniform(0.3, 1.0), np.array([rng.normal(), -rng.uniform(0.0, 3.0)])
+
+
+def test_random_drops_gain_no_energy_at_impacts_and_do_not_penetrate():
+    """32 random drops (3, 4, 6 and 8 links, 8 each, 1.5 s, no torques), contacts with the floor and joint limits on
+    both sides, on one side or none. References: the floor (no point below it by more than 1e-9 m); the energy,
+    conserved but for impacts (which may only remove it), the seed quantum's own O(dt^2) error and the PD drift
+    correction, so that a quantum with an event may not gain more than the quiet quanta of the same drop gain; the
+    limits' arcs (:func:`diffchain.detection.limit_arc`) for the continuous joint angles (np.unwrap of the angles of
+    the positions), to within 2e-3 rad: the error that the seed quantum is allowed (quanta are accepted with a
+    velocity error up to ``threshold`` = 1 m/s, seed §12.2, i.e. up to threshold dt / 2 = 0.5 mm of position per
+    quantum, 2.5e-3 rad on a 0.2 m rod), which the PD correction of a held angle takes back (a held joint of a
+    flailing 8-link chain was seen 1.3e-4 rad beyond its limit); the angle-crossing model of §12.1 adds less (a joint
+    cut at its limit at 19 rad/s: 2.1e-5 rad). The defect this guards against is of order 1 rad."""
+    rng = np.random.default_rng(2024)
+    T = 1500
+    for k in (3, 4, 6, 8):
+        drops = [_random_drop(rng, k) for _ in range(8)]
+        stack = [np.stack(a) for a in zip(*drops)]
+
+        @jax.jit
+        @jax.vmap
+        def run(m, l, lo, hi, theta, theta_dot, height, base_v):
+            chain = dc.free_chain(k, mass=m, length=l)
+            events = dc.Events(chain.n, ground=0.0, theta_min=lo, theta_max=hi)
+            state = dc.from_joint_angles(chain, theta, theta_dot, base_velocity=base_v)
+            state = dc.State(state.x.at[:, 1].add(height - jnp.min(state.x[:, 1])), state.v)
+            es = dc.EventState(state)
+            _, (traj, rep) = dc.event_rollout(chain, events, es, None, DT, n_steps=T)
+            E = jnp.concatenate([dc.energy(chain, state)[None], dc.energy(chain, traj.state)])
+            return jnp.concatenate([state.x[None], traj.state.x]), E, rep.events, rep.exhausted
+
+        x, E, n_events, exhausted = map(np.asarray, run(*map(jnp.asarray, stack)))
+        assert np.all(np.isfinite(x)) and np.all(np.isfinite(E)), f"{k} links: NaN"
+        assert x[..., 1].min() >= -1e-9, f"{k} links: penetration {x[..., 1].min()}"
+        beyond = 0.0
+        for i, (m, l, lo, hi, *_) in enumerate(drops):
+            dE = np.diff(E[i])
+            event = n_events[i] > 0
+            assert event.sum() > 0
+            assert dE[event].max() <= max(dE[~event].max(), 0.0) + 1e-9, f"{k} links, drop {i}: impact gained energy"
+            d = np.diff(x[i], axis=1)
+            phi = np.arctan2(d[..., 1], d[..., 0])
+            th = np.angle(np.exp(1j * np.concatenate([phi[:, :1], np.diff(phi, axis=1)], 1)))  # in (-pi, pi]
+            th = np.unwrap(th, axis=0)  # the continuous joint angles, from the start's wrapped ones
+            assert np.abs(np.diff(th, axis=0)).max() < 1.0
+            for j in range(1, k):  # [theta^m, theta^M], or [theta^m, theta^m + 2 pi] / [theta^M - 2 pi, theta^M]
+                if np.isfinite(lo[j]) or np.isfinite(hi[j]):
+                    lo_e = lo[j] if np.isfinite(lo[j]) else hi[j] - 2 * np.pi
+                    hi_e = hi[j] if np.isfinite(hi[j]) else lo[j] + 2 * np.pi
+                    beyond = max(beyond, lo_e - th[:, j].min(), th[:, j].max() - hi_e)
+                    assert beyond < 2e-3, (k, i, j, beyond)
+        print(f"{k} links: {int((n_events > 0).sum())} quanta with events, {int(exhausted.sum())} exhausted, "
+              f"deepest point {x[..., 1].min():.2e} m, farthest beyond a limit {beyond:.1e} rad")
