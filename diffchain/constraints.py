@@ -58,7 +58,7 @@ def point_terms(chain: Chain, state: State, a_w, stab=None):
     """Point constraints as two candidate rows per point: S (n,2,2), active mask (n,2), right-hand side beta (n,2).
 
     Rows are orthonormal, so the affine set of admissible accelerations is a_i = P_i a + a0_i with
-    P_i = I - sum_j S_ij^T S_ij and a0_i = sum_j S_ij^T beta_ij (see :func:`point_projector`).
+    P_i = I - sum_j S_ij^T S_ij and a0_i = sum_j S_ij^T beta_ij (see :func:`point_projector_c`).
     """
     guided, slider = chain.guided, chain.slider_mask
     n, dt = chain.n, chain.m.dtype
@@ -89,11 +89,3 @@ def projector(g, sl, sx, sy, beta, awx, awy):
     a0x = jnp.where(g, awx, jnp.where(sl, sx * beta, 0.0))
     a0y = jnp.where(g, awy, jnp.where(sl, sy * beta, 0.0))
     return p11, p12, p22, a0x, a0y
-
-
-def point_projector(chain: Chain, state: State, a_w, stab=None):
-    """P (n,2,2) and a0 (n,2) of :func:`point_projector_c`."""
-    p11, p12, p22, a0x, a0y = point_projector_c(chain, state.x[:, 0], state.x[:, 1], state.v[:, 0], state.v[:, 1],
-                                                a_w, stab)
-    P = jnp.stack([jnp.stack([p11, p12], -1), jnp.stack([p12, p22], -1)], -2)
-    return P, jnp.stack([a0x, a0y], -1)

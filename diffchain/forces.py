@@ -8,11 +8,6 @@ from .inertia import link_energy, link_gravity
 from .model import Chain, Control, State
 
 
-def gravity(chain: Chain):
-    """[0, -g m_i] on every point (seed §4.1)."""
-    return jnp.stack([jnp.zeros_like(chain.m), -chain.g * chain.m], -1)
-
-
 def _torque_forces_c(rx, ry, inv_rho, tau):
     """Point forces of joint torques by components: per rod k, f_k = L_k (tau_{k+1} - tau_k) with L_k = r_k^*/rho_k
     pushes point k by +f_k and point k+1 by -f_k (seed §4.2, Fig. 1)."""

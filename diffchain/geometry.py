@@ -13,13 +13,6 @@ import jax.numpy as jnp
 from .model import Chain, State
 
 
-def safe_norm(v, axis=-1, keepdims=False):
-    """Euclidean norm with a finite gradient at 0 (double-``where``)."""
-    sq = jnp.sum(v * v, axis=axis, keepdims=keepdims)
-    pos = sq > 0
-    return jnp.where(pos, jnp.sqrt(jnp.where(pos, sq, 1.0)), 0.0)
-
-
 def perp(v):
     """v rotated by +90 degrees (seed's r^*)."""
     return jnp.stack([-v[..., 1], v[..., 0]], axis=-1)
