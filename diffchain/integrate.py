@@ -6,7 +6,7 @@ None to integrate the exact constraint accelerations without correction.
 """
 from __future__ import annotations
 
-import functools
+import abc
 import operator
 from typing import Callable
 
@@ -15,8 +15,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import lean
-from .batching import _explicit, batch_form
 from .geometry import links
 from .model import Chain, Control, State, _show, check_sizes, runtime_checks
 from .recursive import KKT_SOLUTION
@@ -35,7 +33,7 @@ class Integrator(eqx.Module):
             return
         if not jnp.issubdtype(jnp.result_type(f), jnp.number) or not (float(f) > 0 and float(f) < float("inf")):
             raise ValueError(f"{type(self).__name__}: stab_factor must be None (no drift correction) or a finite "
-                                 f"number > 0 (delta_eps = stab_factor * dt), got {f!r}")
+                             f"number > 0 (delta_eps = stab_factor * dt), got {f!r}")
 
     def stab(self, dt):
         return None if self.stab_factor is None else self.stab_factor * dt
@@ -82,6 +80,16 @@ class RK4(Integrator):
                            t + dt)
 
 
+
+class Backend(eqx.Module):
+    """How :func:`rollout` runs under ``vmap``, chosen explicitly with ``rollout(..., backend=...)``. Without one
+    (``backend=None``), the ``vmap`` of a rollout is the ``vmap`` of the one-chain program. Implementations:
+    :class:`diffchain.PointMajor`."""
+
+    @abc.abstractmethod
+    def rollout(self, run, chain: Chain, state: State, controls, *, dt, n_steps, solver, integrator):
+        """The rollout ``run(chain, state, controls)`` (the one-chain program), in this backend's form."""
+
 def step(chain: Chain, state: State, control: Control, dt, *, solver: Solver = Recursive(),
          integrator: Integrator = SeedQuantum(), check: bool = True) -> State:
     """One time quantum of length ``dt``: the functional ``step(model, state, control) -> state``.
@@ -97,8 +105,8 @@ def step(chain: Chain, state: State, control: Control, dt, *, solver: Solver = R
     if control.tau.shape != (chain.n,):
         raise ValueError(f"step: control must be one control, tau of shape (n,) = ({chain.n},) and F, a_w "
                          f"({chain.n}, 2), got tau of shape {control.tau.shape} (a sequence of controls goes to rollout)")
-    pending = dt_checks(dt, "step") + control_checks(control, "step")
-    if pending and check:
+    pending = dt_checks(dt, "step", check) + control_checks(control, "step", check)
+    if pending:
         state = State(runtime_checks((state.x,), pending)[0], state.v, state.t)
     return _step(chain, state, control, dt, solver, integrator)
 
@@ -124,9 +132,9 @@ def check_arguments(solver, integrator, who: str):
                         f"their own solvers), got {_describe(solver)}")
 
 
-def dt_checks(dt, who: str) -> list:
+def dt_checks(dt, who: str, traced: bool = True) -> list:
     """Raise now unless ``dt`` is a finite real scalar > 0; for a traced ``dt``, the check to run with the program
-    (a list for :func:`diffchain.model.runtime_checks`)."""
+    (a list for :func:`diffchain.model.runtime_checks`; empty if not ``traced``)."""
     if jnp.ndim(dt) != 0:
         raise ValueError(f"{who}: dt must be a scalar time step, got shape {jnp.shape(dt)}")
     if not jnp.issubdtype(jnp.result_type(dt), jnp.number) or jnp.issubdtype(jnp.result_type(dt), jnp.complexfloating):
@@ -136,7 +144,7 @@ def dt_checks(dt, who: str) -> list:
         if not (value > 0 and value < float("inf")):
             raise ValueError(f"{who}: dt must be finite and > 0, got {value}")
         return []
-    return [(~(jnp.isfinite(dt) & (dt > 0)), f"{who}: dt must be finite and > 0", dt)]
+    return [(~(jnp.isfinite(dt) & (dt > 0)), f"{who}: dt must be finite and > 0", dt)] if traced else []
 
 
 def check_n_steps(n_steps, who: str):
@@ -157,9 +165,9 @@ def check_n_steps(n_steps, who: str):
     return n_steps
 
 
-def control_checks(control: Control, who: str) -> list:
+def control_checks(control: Control, who: str, traced: bool = True) -> list:
     """Raise now unless the known parts of ``control`` are finite; for traced parts, the checks to run with the
-    program. Only small values enter them (the first step holding NaN or inf), never the arrays themselves."""
+    program (if ``traced``). Only small values enter them (the first bad step or value), never the arrays."""
     pending = []
     for name in ("tau", "F", "a_w"):
         leaf = getattr(control, name)
@@ -169,8 +177,8 @@ def control_checks(control: Control, who: str) -> list:
             if not np.all(np.isfinite(value)):
                 where = tuple(int(i) for i in np.argwhere(~np.isfinite(value))[0])
                 raise ValueError(f"{message}, got {value[where]} at index {where}")
-            continue
-        pending.append(finite_check(leaf, message, time_axis=leaf.ndim > 1 + (name != "tau")))
+        elif traced:
+            pending.append(finite_check(leaf, message, time_axis=leaf.ndim > 1 + (name != "tau")))
     return pending
 
 
@@ -185,8 +193,8 @@ def finite_check(x, message: str, time_axis: bool) -> tuple:
     return bad, message, flat[jnp.argmax(bad)]
 
 
-def _check_controls(chain, state, controls, dt, n_steps, who, check):
-    """The checks of :func:`rollout`'s ``controls`` (and their agreement with ``n_steps``): returns them checked."""
+def _check_controls(chain, controls, n_steps, who):
+    """The shape and type checks of :func:`rollout`'s ``controls`` (and their agreement with ``n_steps``)."""
     if controls is None or (callable(controls) and not isinstance(controls, Control)):
         if n_steps is None:
             raise ValueError(f"{who}: a policy (or controls=None) needs n_steps")
@@ -213,22 +221,26 @@ def _check_dtypes(chain, state, controls, who):
 
 
 def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = None, solver: Solver = Recursive(),
-            integrator: Integrator = SeedQuantum(), checkpoint: int | None = None, check: bool = True):
+            integrator: Integrator = SeedQuantum(), checkpoint: int | None = None, check: bool = True,
+            backend: Backend | None = None):
     """Simulate from ``state``; returns (final state, trajectory of the states after each step, stacked on axis 0).
 
-    The start is validated by :func:`check_state` (on the rod and slider constraints, finite) unless ``check=False``
-    (e.g. to study the drift correction on purpose): from a start no motion can keep on the constraints, the PD drift
-    correction may drag the chain into a singular pose and the rollout diverge.
+    Arguments of the wrong type or shape raise at trace time (TypeError / ValueError naming them), as do known bad
+    values (``dt`` not finite and > 0, non-finite controls). ``check=True`` also validates the start with
+    :func:`check_state` (on the rod and slider constraints, finite) and, when they are traced, ``dt`` and the controls:
+    once per call, when the program runs (one ``lax.cond``; :func:`diffchain.model.runtime_checks`). ``check=False``
+    skips these (e.g. to study the drift correction on purpose, or for a program without host callbacks): from a
+    start no motion can keep on the constraints, the PD drift correction may drag the chain into a singular pose and
+    the rollout diverge.
 
     ``controls`` is a :class:`Control` whose leaves have a leading time axis (open loop), a policy
     ``policy(state) -> Control`` (closed loop), or None (no input); give ``n_steps`` for the last two.
     ``checkpoint=k`` recomputes the forward pass in segments of k steps during reverse-mode differentiation (memory
     O(T/k + k) instead of O(T)). With the recursive solver, reverse mode stores only each step's state and KKT
     solution (:func:`diffchain.recursive.kkt_solve`, :func:`diffchain.recursive.link_solve`) and recomputes the
-    elementwise terms around it. Under ``vmap``, a rollout of point-mass chains (up to ``lean.LEAN_MAX`` points) runs
-    the batched program of :mod:`diffchain.lean` (the same results to round-off, 2.5-6x faster on CPU); forward-mode
-    derivatives are those of this one, and reverse mode is :mod:`diffchain.lean`'s adjoint with SeedQuantum,
-    SemiImplicitEuler or RK4 (open-loop controls, none or a policy; the same to round-off, 1.4-3.6x faster).
+    elementwise terms around it. ``backend`` chooses how a batch runs under ``vmap``: None, the ``vmap`` of this
+    program; ``PointMajor()``, the batched point-major program of :mod:`diffchain.lean` and its own adjoint (chains of
+    point masses; the same results to round-off).
     """
     check_arguments(solver, integrator, "rollout")
     if not isinstance(state, State):
@@ -239,84 +251,22 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
         raise ValueError(f"rollout: checkpoint must be None or an int >= 1 (steps per recomputed segment), got "
                          f"{checkpoint!r}")
     check_sizes(chain, state, controls, "rollout")
-    controls = _check_controls(chain, state, controls, dt, n_steps, "rollout", check)
+    controls = _check_controls(chain, controls, n_steps, "rollout")
     _check_dtypes(chain, state, controls, "rollout")
-    pending = dt_checks(dt, "rollout") + (control_checks(controls, "rollout") if isinstance(controls, Control) else [])
+    pending = dt_checks(dt, "rollout", check)
+    pending += control_checks(controls, "rollout", check) if isinstance(controls, Control) else []
     if check:  # one run-time check, tied to the start (small: no array of the inputs passes through it)
         state = State(runtime_checks((state.x,), pending + state_checks(chain, state))[0], state.v, state.t)
 
     def plain(chain, state, controls):
         return _rollout(chain, state, controls, dt, n_steps, solver, integrator, checkpoint)
 
-    steps = n_steps if n_steps is not None else controls.tau.shape[0]
-    # (the lean form needs a rod and a step: a lone point or an empty rollout runs the array form)
-    if not (isinstance(solver, Recursive) and lean.applies(chain, controls, dt, n_steps, integrator)
-            and chain.n > 1 and steps > 0):
+    if backend is None:
         return plain(chain, state, controls)
-    policy, inputs, run = None, controls, plain
-    if callable(controls) and not isinstance(controls, Control):  # its closed-over values as explicit inputs
-        policy, inputs = _explicit(controls, state)
-
-        def run(chain, state, consts):
-            return plain(chain, state, lambda s: policy(consts, s))
-
-    def batched(axis_size, in_batched, chain, state, inputs):  # under vmap: the lean form
-        fast = [functools.partial(lean.lean_rollout, axis_size, in_batched, dt=dt, n_steps=n_steps,
-                                  integrator=integrator, policy=policy, kind=kind) for kind in range(3)]
-        return jax.lax.switch(lean.lean_kind(chain), fast, chain, state, inputs)
-
-    K = lean._block(n_steps if n_steps is not None else inputs.tau.shape[-2])
-
-    def run_starts(chain, state, inputs):  # with the states at the start of every K steps (lean.lean_rollout_vjp)
-        out = run(chain, state, inputs)
-        return out, tuple(jnp.concatenate([q0[None], q[K - 1:-1:K]]) for q0, q in ((state.x, out[1].x),
-                                                                                     (state.v, out[1].v),
-                                                                                     (state.t, out[1].t)))
-
-    def batched_starts(axis_size, in_batched, chain, state, inputs):
-        fast = [functools.partial(lean.lean_rollout, axis_size, in_batched, dt=dt, n_steps=n_steps,
-                                  integrator=integrator, policy=policy, kind=kind, with_starts=True)
-                for kind in range(3)]
-        return jax.lax.switch(lean.lean_kind(chain), fast, chain, state, inputs)
-
-    def one_vjp(args, res, cts, wanted):  # one chain: the array form's reverse mode (unwanted cotangents: dead code)
-        outputs, pull = jax.vjp(run, *args)
-        leaves = jax.tree.leaves(outputs)
-        cts = jax.tree.unflatten(jax.tree.structure(outputs),
-                                 [jnp.zeros_like(o) if c is None else c for c, o in zip(cts, leaves)])
-        return [c for c, a in zip(jax.tree.leaves(pull(cts)), jax.tree.leaves(args)) if _inexact(a)]
-
-    def batched_vjp(axis_size, in_batched, args, res, cts, wanted):  # under vmap: the lean adjoint
-        leaves = [(path, a, b) for (path, a), b in zip(jax.tree_util.tree_flatten_with_path(args)[0],
-                                                       jax.tree.leaves(in_batched)) if _inexact(a)]
-        # (group, field): the chain's and the state's fields, the open-loop inputs' or the policy's argument index
-        keys = [(("chain", "state", "inputs")[path[0].idx], getattr(path[1], "name", getattr(path[1], "idx", None)))
-                for path, _, _ in leaves]
-        want = {k for k, w in zip(keys, wanted) if w}  # the adjoint computes only the cotangents asked for
-
-        def fast(args, res, cts, kind):
-            chain_bar, state_bar, inputs_bar = lean.lean_rollout_vjp(
-                axis_size, in_batched, *args, (tuple(cts[:3]), tuple(cts[3:])), dt=dt, n_steps=n_steps,
-                integrator=integrator, starts=res, policy=policy, kind=kind,
-                chain_wanted={k for s, k in want if s == "chain"}, inputs_wanted={k for s, k in want if s == "inputs"})
-            names = ("tau", "F", "a_w") if policy is None else range(len(inputs_bar))
-            named = {**{("chain", k): v for k, v in chain_bar.items()}, **dict(zip(
-                [("state", k) for k in "xvt"] + [("inputs", k) for k in names], state_bar + tuple(inputs_bar or ())))}
-            zero = lambda a, b: jnp.zeros(jnp.shape(a) if b else (axis_size,) + jnp.shape(a), a.dtype)  # noqa: E731
-            # (the slider lines s, c: zero without sliders)
-            return [(named[key] if key in named else zero(a, b)) if key in want else None
-                    for key, (_, a, b) in zip(keys, leaves)]
-
-        branches = [functools.partial(fast, kind=kind) for kind in range(3)]
-        return jax.lax.switch(lean.lean_kind(args[0]), branches, args, res, cts)
-
-    adjoint = type(integrator).__name__ in lean.ADJOINT_ALPHA  # else the array form's reverse mode
-    reverse = (run_starts, batched_starts, one_vjp, batched_vjp) if adjoint else None
-    return batch_form(run, batched, run, reverse=reverse)(chain, state, inputs)
-
-
-def _inexact(a):
-    return jnp.issubdtype(jnp.result_type(a), jnp.inexact)
+    if not isinstance(backend, Backend):
+        raise TypeError(f"rollout: backend must be None or a diffchain backend such as diffchain.PointMajor(), got "
+                        f"{_describe(backend)}")
+    return backend.rollout(plain, chain, state, controls, dt=dt, n_steps=n_steps, solver=solver, integrator=integrator)
 
 
 def _rollout(chain, state, controls, dt, n_steps, solver, integrator, checkpoint):

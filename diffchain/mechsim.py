@@ -40,7 +40,7 @@ def mechanism_rollout(mech, state: State, dt, n_steps: int, *, tau=None, integra
     n_steps = check_n_steps(n_steps, who)
     if n_steps is None:
         raise TypeError(f"{who}: n_steps must be an int >= 0, got None")
-    pending = dt_checks(dt, who)
+    pending = dt_checks(dt, who, check)
     n_m = mech.motor_idx.shape[0]
     if tau is not None:
         shape = jnp.shape(tau)
@@ -51,9 +51,9 @@ def mechanism_rollout(mech, state: State, dt, n_steps: int, *, tau=None, integra
         if not isinstance(tau, jax.core.Tracer):
             if not bool(jnp.all(jnp.isfinite(tau))):
                 raise ValueError(f"{who}: tau must be finite, got {_show(tau)}")
-        else:
+        elif check:
             pending.append(finite_check(tau, f"{who}: tau must be finite", time_axis=tau.ndim == 2))
-    if pending and check:  # tied to the start: no array of the inputs passes through the check
+    if pending:  # tied to the start: no array of the inputs passes through the check
         state = State(runtime_checks((state.x,), pending)[0], state.v, state.t)
     stab = integrator.stab(dt)
     taus = jnp.zeros((n_steps, n_m), state.x.dtype) if tau is None else jnp.broadcast_to(tau, (n_steps, n_m))
