@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 
 from . import solvers as _chain_solvers
-from .model import State
+from .model import State, runtime_checks
 
 OK, SINGULAR, INCONSISTENT, NONFINITE = 0, 1, 2, 3
 STATUS = {OK: "ok", SINGULAR: "rank dropped below the nominal rank (singular / dead-point / bifurcation configuration)",
@@ -309,16 +309,19 @@ def mechanism_dynamics(mech, state: State, tau=None, F=None, *, solver=KKT(), st
     """Accelerations (N, 2) of the coordinate points, multipliers lambda (rows of mech.phi) and :class:`Info`.
 
     ``stab``: Baumgarte time constant T_stab (alpha = beta = 1/T_stab), None for none. ``check=True`` raises
-    (``eqx.error_if``, also under jit) when the status is not OK instead of returning a flagged result.
+    (:func:`diffchain.model.runtime_checks`, also under jit) when the status is not OK instead of returning a flagged
+    result.
     """
     solver = _as_solver(solver)
     check_mechanism_state(mech, state, "mechanism_dynamics")
     M, Q, J, gamma, on = mechanism_terms(mech, state, tau, F, stab)
     qdd, lam, info = solver(M, Q, J, gamma, on, mech.nominal_rank)
     if check:
-        qdd = eqx.error_if(qdd, info.status == SINGULAR, STATUS[SINGULAR])
-        qdd = eqx.error_if(qdd, info.status == INCONSISTENT, STATUS[INCONSISTENT])
-        qdd = eqx.error_if(qdd, info.status == NONFINITE, STATUS[NONFINITE])
+        (qdd,) = runtime_checks((qdd,), [
+            (info.status == SINGULAR, f"mechanism_dynamics: {STATUS[SINGULAR]}: the rank and the nominal rank are",
+             jnp.stack([info.rank, jnp.asarray(mech.nominal_rank)])),
+            (info.status == INCONSISTENT, f"mechanism_dynamics: {STATUS[INCONSISTENT]}: the residual is", info.residual),
+            (info.status == NONFINITE, f"mechanism_dynamics: {STATUS[NONFINITE]}", info.status)])
     return qdd.reshape(state.x.shape), lam, info
 
 
