@@ -31,9 +31,8 @@ def batch_form(one, batched, derivative, reverse=None):
     ``vmap`` (a ``custom_vmap`` rule returning batch-first outputs) and ``derivative`` in every derivative
     (``custom_vmap`` has no reverse-mode rule): three programs for the same arithmetic.
 
-    With ``reverse = (one_res, batched_res, one_vjp, batched_vjp)``, reverse mode has a batched program too: where
-    the arguments are being batched by ``vmap`` (``grad`` of a ``vmap`` or ``vmap`` of a ``grad``), the outputs come
-    with residuals, ``one_res(*args)`` or ``batched_res(axis_size, in_batched, *args)`` -> (outputs, res), and the
+    With ``reverse = (one_res, batched_res, one_vjp, batched_vjp)``, reverse mode has a batched program too: the
+    outputs come with residuals, ``one_res(*args)`` or ``batched_res(axis_size, in_batched, *args)`` -> (outputs, res), and the
     tangents are the ``jvp`` of ``derivative`` (forward mode is unchanged) but through a linear map
     (:func:`linear_map`) whose transpose is ``one_vjp(args, res, cts, wanted)`` per chain and
     ``batched_vjp(axis_size, in_batched, args, res, cts, wanted)`` under ``vmap``, both giving the cotangents of the
@@ -63,8 +62,6 @@ def batch_form(one, batched, derivative, reverse=None):
 
     @g.defjvp
     def jvp(primals, tangents):
-        if not _under_vmap(primals):  # one chain: JAX's reverse mode of the jvp (nothing recomputed)
-            return jax.jvp(derivative, primals, tangents)
         out, res = f_res(*primals)
         leaves, tree = jax.tree.flatten(primals)
         res_leaves, res_tree = jax.tree.flatten(res)
@@ -86,13 +83,6 @@ def batch_form(one, batched, derivative, reverse=None):
         return out, jax.tree.unflatten(jax.tree.structure(out), t_out)
 
     return g
-
-
-def _under_vmap(tree):
-    """Whether some leaf of ``tree`` is being batched by ``vmap`` at this point of the trace."""
-    from jax._src.interpreters.batching import BatchTracer
-
-    return any(isinstance(x, BatchTracer) and isinstance(x.batch_dim, int) for x in jax.tree.leaves(tree))
 
 
 # A linear map with its own transpose (what jax.custom_transpose was): reverse mode reaches a batched program

@@ -26,8 +26,10 @@ import jax
 import jax.numpy as jnp
 
 from . import systems
-from .integrate import RK4, Integrator, rollout
+from .integrate import RK4, Backend, Integrator, rollout
+from .lean import PointMajor
 from .model import Chain, State
+from .solvers import Recursive
 
 
 class EnvState(eqx.Module):
@@ -48,11 +50,15 @@ class ChainEnv(eqx.Module):
     substeps: int = eqx.field(static=True)
     max_steps: int = eqx.field(static=True)
     integrator: Integrator = RK4()
+    backend: Backend | None = None
 
     def __init__(self, system: systems.Benchmark, low, high, dt, substeps, max_steps):
         self.chain, self.to_state, self.to_control, self.to_q = system.chain, system.to_state, system.to_control, system.to_q
         self.low, self.high = jnp.atleast_1d(jnp.asarray(low, float)), jnp.atleast_1d(jnp.asarray(high, float))
         self.dt, self.substeps, self.max_steps = dt, substeps, max_steps
+        # environments run in batches: the point-major backend wherever the chain allows it
+        fits = PointMajor().supports(self.chain, None, dt / substeps, substeps, Recursive(), self.integrator) is None
+        self.backend = PointMajor() if fits else None
 
     # task hooks, in the seed's coordinates ------------------------------------------------------------------------
     def initial(self, key):
@@ -89,7 +95,7 @@ class ChainEnv(eqx.Module):
         u = self.to_control(*self.to_q(state.sim), action if self.action_size > 1 else action[0])
         h = self.dt / self.substeps
         sim, _ = rollout(self.chain, state.sim, lambda s: u, h, n_steps=self.substeps, integrator=self.integrator,
-                         check=False)  # the input held over the substeps
+                         check=False, backend=self.backend)  # the input held over the substeps
         q, qd = self.to_q(sim)
         steps = state.steps + 1
         done = self.failed(q, qd) | (steps >= self.max_steps)

@@ -36,7 +36,7 @@ scan's, and under ``vmap`` its gathered copy), not once per slot. The other rare
 solver, the event times, the reactions) are skipped under ``vmap`` when no chain needs them
 (:func:`diffchain.batching.rare_cond`). A last forced slot finishes the quantum whatever happened, so every quantum
 advances exactly dt; the report says when the budget ran out. No ``while_loop`` where gradients flow: everything is
-reverse-differentiable, also ``grad`` of a ``vmap`` (:func:`diffchain.batching._stop_gradient_transposes_to_zero`).
+reverse-differentiable, also ``grad`` of a ``vmap``.
 """
 from __future__ import annotations
 

@@ -1,20 +1,16 @@
-"""Batched rollouts of point-mass chains, written point by point in the lambda-first form (seeds 001–004).
+"""Batched rollouts of point-mass chains, point-major in the lambda-first form (seeds 001–004): the backend
+:class:`PointMajor`, chosen explicitly with ``rollout(..., backend=PointMajor())``.
 
-Under ``vmap``, :func:`diffchain.rollout` of a chain of point masses whose points are free, guided or on a line, with
-or without joint damping and drag, runs this program instead of the ``vmap`` of the one-chain program, with open-loop
-controls, none, or a policy (its closed-over values made explicit inputs, so that they may be batched and
-differentiated). It is the same
-mechanics as the recursion of seed 000, in the form that XLA CPU runs fastest on a batch
-(``experiments/xla_cpu_loops.py``, sections 4 and 5):
+Under ``vmap`` such a rollout of chains of point masses (free, guided or on a line, with or without joint damping and
+drag) runs this program instead of the ``vmap`` of the one-chain program, with open-loop controls, none, or a policy
+(its closed-over values made explicit inputs, so that they may be batched and differentiated). It is the mechanics of
+the seed-000 recursion in the form that XLA runs fastest on a batch:
 
 * the state is carried point-major, (n, B) arrays whose rows are the points: every term is written out point by
-  point on rows, and the accelerations are stacked back so that the state is updated in a few large kernels (as
-  4n separate (B,) buffers each was one small kernel: 4.6e7 against 7.8e7 copy-steps/s on the pendulum below);
+  point on rows, and the accelerations are stacked back so that the state is updated in a few large kernels;
 * the rod tensions solve the tridiagonal system J M^-1 J^T psi = rhs by the Thomas algorithm -- one scalar carried
   from rod to rod where the seed's recursion carries A_i and b_i -- eliminated from the terminal end as the seed's
   backward sweep is (§3), with the seed's rule for a vanishing pivot: that rod's tension is 0 (§6.1);
-* every value that later rods or points read is a quotient (the Thomas coefficients, the accelerations), which XLA
-  CPU computes once instead of in each of its consumers;
 * the rod rows are scaled by the rod length rho_k, so that they use the rod vectors d_k = x_{k+1} - x_k themselves
   and not the unit directions r_k = d_k / rho_k: d_k^T (a_k - a_{k+1}) = rho_k e_k (e_k of
   :func:`~diffchain.constraints.rod_terms_c`). The force of rod k on point k+1 is d_k psi_k, psi_k = phi_k / rho_k.
@@ -27,15 +23,11 @@ G_i = F^e_i + d_{i-1} psi_{i-1} - d_i psi_i, and rod k's row reads (<k, j>_i = d
 A rod between two guided points has a zero row, so a vanishing pivot: its tension is 0, as the seed's recursion
 gives it. Without sliders P_i / m_i = beta_i I, beta_i = 1/m_i free and 0 guided.
 
-The results are the recursion's to round-off (tests/test_lean.py) -- except near a singular pose (a stretched or folded
-run between two guided points), where any two exact solvers drift apart and this one drifts further than the KKT form
-(a whipping 9-point chain, 700 m/s after 40 steps: 4e-7 m from the recursion, the KKT form 2e-8 m; the Thomas
-algorithm does not pivot). Measured on the 5-link pendulum (float32, 4096 copies, one core, the chain a ``jit``
-argument): 6.5x the ``vmap`` of the array form (4-6.6x from 2 to 15 links, 256 or 4096 copies;
-``experiments/bench.py``: 113-129x MJX). The slider terms, and damping and drag, are compiled in only where a chain
+The results are the recursion's to round-off (tests/test_lean.py), except near a singular pose (a stretched or folded
+run between two guided points), where any two exact solvers drift apart and this one, whose Thomas algorithm does not
+pivot, drifts further than the KKT form. The slider terms, and damping and drag, are compiled in only where a chain
 has them (a ``lax.switch`` on the chains' values, :func:`lean_kind`: the choice is made at run time, for the whole
-batch); those programs run on point-major arrays (:func:`adjoint_terms`), which with every point's projector written
-out is 2x faster than point by point (a damped pendulum: 2.5x the ``vmap`` of the array form).
+batch).
 
 Derivatives (:func:`diffchain.batching.batch_form`): forward mode is the array form's jvp. Reverse mode of a batch
 with open-loop inputs, none or a policy, and an integrator of ``ADJOINT_ALPHA`` (SeedQuantum, SemiImplicitEuler,
@@ -48,13 +40,18 @@ same gradients to round-off (tests/test_lean.py).
 """
 from __future__ import annotations
 
+import functools
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from .batching import _explicit, batch_form
 from .constraints import slider_rhs
 from .forces import _speed
+from .integrate import RK4, Backend, SeedQuantum, SemiImplicitEuler
 from .model import Chain, Control, State
+from .solvers import Recursive
 
 LEAN_MAX = 16  # vmap-ed rollouts of chains up to this many points may take the lean form
 
@@ -175,19 +172,6 @@ def _solve(factors, off, rhs):
     return x
 
 
-def applies(chain: Chain, controls, dt, n_steps, integrator) -> bool:
-    """Whether a ``vmap``-ed :func:`diffchain.rollout` may take the lean form, as far as trace time can tell: point
-    masses only, at most ``LEAN_MAX`` points, controls open-loop (``n_steps`` None or their length), a policy or None
-    (``n_steps`` given), ``dt`` and the integrator known at trace time. The rest is decided at run time
-    (:func:`lean_kind`). (Otherwise the array form runs, and reports bad arguments.)"""
-    known = not any(isinstance(v, jax.core.Tracer) for v in jax.tree.leaves((dt, integrator)))
-    if controls is None or (callable(controls) and not isinstance(controls, Control)):
-        steps_ok = n_steps is not None
-    else:
-        steps_ok = isinstance(controls, Control) and n_steps in (None, controls.tau.shape[0])
-    return not chain.has_links and chain.n <= LEAN_MAX and known and steps_ok
-
-
 def lean_kind(chain: Chain):
     """Which program a batch of chains (``chain``'s arrays may carry a batch axis) takes under ``vmap``: 0 the lean form
     point by point (no slider, damping or drag in any of them), 1 on point-major arrays with sliders, 2 with sliders,
@@ -295,7 +279,7 @@ def lean_rollout(axis_size, in_batched, chain: Chain, state: State, controls, *,
 # (JAX's reverse mode of the point-by-point program, even with this implicit solve, was no faster than the array
 # form's: 144-495 ms against 166 ms for 256 pendulums x 1000 steps; benchmark-notes.md, session 18.)
 
-ADJOINT_ALPHA = {"SeedQuantum": 0.5, "SemiImplicitEuler": 1.0, "RK4": None}  # the integrators with an adjoint:
+ADJOINT_ALPHA = {SeedQuantum: 0.5, SemiImplicitEuler: 1.0, RK4: None}  # the integrators with an adjoint:
 # alpha / dt^2 of the one-acceleration steps
 CHAIN_FIELDS = ("m", "l", "g", "k_omega", "k_v", "s", "c")  # the chain's arrays with a cotangent (s, c: sliders)
 INPUT_FIELDS = ("tau", "F", "a_w")
@@ -466,8 +450,8 @@ def lean_rollout_vjp(axis_size, in_batched, chain: Chain, state: State, controls
     everything)."""
     n, b_controls, dtype = state.x.shape[-2], in_batched[2], state.x.dtype  # (the state: its start is in starts)
     chain = _runtime(chain)
-    rk4 = ADJOINT_ALPHA[type(integrator).__name__] is None
-    alpha = None if rk4 else ADJOINT_ALPHA[type(integrator).__name__] * dt * dt
+    rk4 = ADJOINT_ALPHA[type(integrator)] is None
+    alpha = None if rk4 else ADJOINT_ALPHA[type(integrator)] * dt * dt
     stab = integrator.stab(dt)
     w = 0.0 if stab is None else 1.0 / stab
     tol = _pivot_tol(state.x.dtype)
@@ -609,3 +593,101 @@ def lean_rollout_vjp(axis_size, in_batched, chain: Chain, state: State, controls
         controls_bar = None if no_input else tuple(out.get(k) for k in INPUT_FIELDS)
     chain_bar = {k: jnp.sum(q, 0) if k == "g" else pts(*q) if k == "s" else q.T for k, q in acc.items()}
     return chain_bar, state_bar, controls_bar
+
+
+# ----------------------------------------------------------------------------------------------- the backend object
+class PointMajor(Backend):
+    """Batched rollouts in the point-major lambda-first form of this module, chosen explicitly:
+    ``rollout(..., backend=PointMajor())``.
+
+    Under ``vmap`` the rollout runs :func:`lean_rollout` for the whole batch, and reverse mode runs
+    :func:`lean_rollout_vjp` (with SeedQuantum, SemiImplicitEuler and RK4; other integrators take the ``vmap`` of the
+    array form's reverse mode); forward mode is the array form's. The results are the array form's to round-off.
+    Outside ``vmap`` the array form runs (its gradient recomputes the forward pass once). It applies to chains of
+    point masses (free, guided or on a line; with or without damping and drag) of up to ``LEAN_MAX`` points with the
+    :class:`~diffchain.Recursive` solver, open-loop controls, a policy or none, and ``dt`` and the integrator known
+    at trace time; otherwise :meth:`rollout` raises, and :meth:`supports` says why.
+    """
+
+    def supports(self, chain: Chain, controls, dt, n_steps, solver, integrator) -> str | None:
+        """None where this backend applies, otherwise the reason it does not."""
+        if not isinstance(solver, Recursive):
+            return f"needs the Recursive solver, got {type(solver).__name__}"
+        if chain.has_links:
+            return "takes chains of point masses only (this chain has rigid links)"
+        if chain.n > LEAN_MAX:
+            return f"takes chains of up to LEAN_MAX = {LEAN_MAX} points, got {chain.n}"
+        if any(isinstance(v, jax.core.Tracer) for v in jax.tree.leaves((dt, integrator))):
+            return "needs dt and the integrator known at trace time (not traced values)"
+        if isinstance(controls, Control) and n_steps not in (None, controls.tau.shape[0]):
+            return f"needs n_steps to match the controls' {controls.tau.shape[0]} steps, got {n_steps}"
+        return None
+
+    def rollout(self, run, chain: Chain, state: State, controls, *, dt, n_steps, solver, integrator):
+        reason = self.supports(chain, controls, dt, n_steps, solver, integrator)
+        if reason is not None:
+            raise ValueError(f"rollout: backend=PointMajor() {reason}")
+        steps = n_steps if n_steps is not None else controls.tau.shape[0]
+        if chain.n == 1 or steps == 0:  # no rod or no step: nothing to batch point by point
+            return run(chain, state, controls)
+        policy, inputs, run_inputs = None, controls, run
+        if callable(controls) and not isinstance(controls, Control):  # its closed-over values as explicit inputs
+            policy, inputs = _explicit(controls, state)
+
+            def run_inputs(chain, state, consts):
+                return run(chain, state, lambda s: policy(consts, s))
+
+        def batched(axis_size, in_batched, chain, state, inputs, with_starts=False):
+            fast = [functools.partial(lean_rollout, axis_size, in_batched, dt=dt, n_steps=n_steps,
+                                      integrator=integrator, policy=policy, kind=kind, with_starts=with_starts)
+                    for kind in range(3)]
+            return jax.lax.switch(lean_kind(chain), fast, chain, state, inputs)
+
+        if type(integrator) not in ADJOINT_ALPHA:  # reverse mode: the array form's, vmap-ed
+            return batch_form(run_inputs, batched, run_inputs)(chain, state, inputs)
+        K = _block(steps)
+
+        def run_starts(chain, state, inputs):  # with the states at the start of every K steps
+            out = run_inputs(chain, state, inputs)
+            return out, tuple(jnp.concatenate([q0[None], q[K - 1:-1:K]])
+                              for q0, q in ((state.x, out[1].x), (state.v, out[1].v), (state.t, out[1].t)))
+
+        def one_vjp(args, res, cts, wanted):  # one chain: the array form's reverse mode
+            outputs, pull = jax.vjp(run_inputs, *args)
+            leaves = jax.tree.leaves(outputs)
+            cts = jax.tree.unflatten(jax.tree.structure(outputs),
+                                     [jnp.zeros_like(o) if c is None else c for c, o in zip(cts, leaves)])
+            return [c for c, a in zip(jax.tree.leaves(pull(cts)), jax.tree.leaves(args)) if _inexact(a)]
+
+        def batched_vjp(axis_size, in_batched, args, res, cts, wanted):  # under vmap: lean_rollout_vjp
+            leaves = [(path, a, b) for (path, a), b in zip(jax.tree_util.tree_flatten_with_path(args)[0],
+                                                           jax.tree.leaves(in_batched)) if _inexact(a)]
+            # (group, field): the chain's and the state's fields, the open-loop inputs' or the policy's argument index
+            keys = [(("chain", "state", "inputs")[path[0].idx], getattr(path[1], "name", getattr(path[1], "idx", None)))
+                    for path, _, _ in leaves]
+            want = {k for k, w in zip(keys, wanted) if w}  # the adjoint computes only the cotangents asked for
+
+            def fast(args, res, cts, kind):
+                chain_bar, state_bar, inputs_bar = lean_rollout_vjp(
+                    axis_size, in_batched, *args, (tuple(cts[:3]), tuple(cts[3:])), dt=dt, n_steps=n_steps,
+                    integrator=integrator, starts=res, policy=policy, kind=kind,
+                    chain_wanted={k for s, k in want if s == "chain"},
+                    inputs_wanted={k for s, k in want if s == "inputs"})
+                names = ("tau", "F", "a_w") if policy is None else range(len(inputs_bar))
+                named = {**{("chain", k): v for k, v in chain_bar.items()}, **dict(zip(
+                    [("state", k) for k in "xvt"] + [("inputs", k) for k in names],
+                    state_bar + tuple(inputs_bar or ())))}
+                zero = lambda a, b: jnp.zeros(jnp.shape(a) if b else (axis_size,) + jnp.shape(a), a.dtype)  # noqa
+                # (the slider lines s, c: zero without sliders)
+                return [(named[key] if key in named else zero(a, b)) if key in want else None
+                        for key, (_, a, b) in zip(keys, leaves)]
+
+            branches = [functools.partial(fast, kind=kind) for kind in range(3)]
+            return jax.lax.switch(lean_kind(args[0]), branches, args, res, cts)
+
+        reverse = (run_starts, functools.partial(batched, with_starts=True), one_vjp, batched_vjp)
+        return batch_form(run_inputs, batched, run_inputs, reverse=reverse)(chain, state, inputs)
+
+
+def _inexact(a):
+    return jnp.issubdtype(jnp.result_type(a), jnp.inexact)

@@ -45,7 +45,8 @@ def make_sim(n_steps, dt, integrator):
         chain = dc.pendulum(N_LINKS, mass=m, length=l)
         s0 = dc.from_joint_angles(chain, theta, theta_dot)
         free = lambda s: dc.Control(n=chain.n, dtype=s.x.dtype)  # noqa: E731 -- unforced motion
-        final, _ = dc.rollout(chain, s0, free, dt, n_steps=n_steps, integrator=integrator)  # trajectory is DCE'd
+        final, _ = dc.rollout(chain, s0, free, dt, n_steps=n_steps, integrator=integrator,
+                              backend=dc.PointMajor())  # a batch under vmap; the trajectory is DCE'd
         rod_err, _ = dc.constraint_violation(chain, final)
         scale = chain.g * jnp.sum(chain.m) * jnp.sum(chain.l)  # energy scale of the motion
         drift = (energy(chain, final) - energy(chain, s0)) / scale

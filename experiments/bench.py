@@ -268,7 +268,7 @@ def dc_throughput(dtype, B, T, integrator, devices=1, seed=0):
         s0 = jax.device_put(s0, NamedSharding(mesh, PartitionSpec("batch")))
 
     def run(ch, s, u):
-        return jax.vmap(lambda si: dc.rollout(ch, si, u, DT, integrator=integrator)[0])(s)
+        return jax.vmap(lambda si: dc.rollout(ch, si, u, DT, integrator=integrator, backend=dc.PointMajor())[0])(s)
 
     c, t_compile = compile_fn(run, chain, s0, ctrls)
     final = _block(c(chain, s0, ctrls))
@@ -482,15 +482,16 @@ def section_grad():
     batched = lambda f, **k: lambda ch, s, t: jnp.sum(jax.vmap(lambda a, b: f(ch, a, b, **k))(s, t))  # noqa: E731
     shared = lambda f, **k: lambda ch, s, G: jnp.sum(jax.vmap(lambda a: f(ch, a, G, **k))(s))  # noqa: E731
     fns, compile_s = {}, {}
-    for key, f, args in (("fwd", batched(loss1), (chain, s0, tau)),
+    pm = dict(roll=lambda *a, **k: dc.rollout(*a, backend=dc.PointMajor(), **k))  # the batch: point-major backend
+    for key, f, args in (("fwd", batched(loss1, **pm), (chain, s0, tau)),
                          ("fwd_array", batched(loss1, roll=array_form), (chain, s0, tau)),
-                         ("fwd_policy", shared(policy_loss1), (chain, s0, G)),
-                         ("fwd_cart", batched(loss1), (cart, s_cart, tau))):
+                         ("fwd_policy", shared(policy_loss1, **pm), (chain, s0, G)),
+                         ("fwd_cart", batched(loss1, **pm), (cart, s_cart, tau))):
         fns[key] = (compile_fn(f, *args)[0], args)
-    for key, f, args, argnums in (("inputs", batched(loss1), (chain, s0, tau), (1, 2)),
-                                  ("all", batched(loss1), (chain, s0, tau), (0, 1, 2)),
-                                  ("policy", shared(policy_loss1), (chain, s0, G), 2),
-                                  ("cart", batched(loss1), (cart, s_cart, tau), (1, 2))):
+    for key, f, args, argnums in (("inputs", batched(loss1, **pm), (chain, s0, tau), (1, 2)),
+                                  ("all", batched(loss1, **pm), (chain, s0, tau), (0, 1, 2)),
+                                  ("policy", shared(policy_loss1, **pm), (chain, s0, G), 2),
+                                  ("cart", batched(loss1, **pm), (cart, s_cart, tau), (1, 2))):
         g, compile_s[key] = compile_fn(jax.grad(f, argnums=argnums, allow_int=True), *args)
         fns[key] = (g, args)
     med, ratio = timed(fns, {"inputs": ("inputs", "fwd"), "all": ("all", "fwd"), "policy": ("policy", "fwd_policy"),
@@ -505,7 +506,7 @@ def section_grad():
                      f"– / {compile_s[key]:.1f} s"])
     R.add(md_table(["batch", "checkpoint (one copy) / differentiated (batch)", "forward", "forward + reverse (grad)",
                     "grad / forward (target ≤ 3)", "grad / array-form forward", "compile fwd / grad"], rows))
-    R.add("For a batch both passes are `diffchain.lean`'s: the forward pass, and the reverse pass "
+    R.add("For a batch both passes are those of `backend=dc.PointMajor()` (`diffchain.lean`): the forward pass, and the reverse pass "
           "(`lean.lean_rollout_vjp`: the Thomas solve differentiated implicitly, only the cotangents asked for; the "
           "forward pass keeps the state at the start of each block of 10 steps, and the reverse pass recomputes each "
           "block in cache; with a policy, each reverse step pulls the inputs' cotangent back through the policy's "

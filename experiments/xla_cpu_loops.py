@@ -87,8 +87,9 @@ def array_form(T, dt):
 
 
 def lean_form(T, dt):
-    """``jit`` of the ``vmap`` of ``diffchain.rollout``: for a pendulum, the lean form (``diffchain.lean``)."""
-    return jax.jit(lambda c, s: jax.vmap(lambda si: dc.rollout(c, si, None, dt, n_steps=T)[0].x)(s))
+    """``jit`` of the ``vmap`` of ``diffchain.rollout`` with the point-major backend (``diffchain.lean``)."""
+    return jax.jit(lambda c, s: jax.vmap(lambda si: dc.rollout(c, si, None, dt, n_steps=T,
+                                                               backend=dc.PointMajor())[0].x)(s))
 
 
 def compare(runs, chain, s0, B, T, base):

@@ -1,6 +1,7 @@
-"""The lean batched rollout (diffchain.lean): under vmap, rollouts of chains without damping or drag run the
-lambda-first form point by point; they must be the recursion's rollouts (the array form, vmap-ed) to round-off, for
-every integrator, batched or shared chains, states and controls, and derivatives must be the array form's."""
+"""The point-major backend (diffchain.lean, ``rollout(..., backend=dc.PointMajor())``): under vmap, rollouts of chains
+of point masses run the lambda-first form point by point; they must be the recursion's rollouts (the array form,
+vmap-ed) to round-off, for every integrator, batched or shared chains, states and controls, and derivatives must be
+the array form's."""
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -12,6 +13,10 @@ from diffchain import integrate, lean
 from strategies import consistent_start, make_problem
 
 DT, T = 1e-3, 40
+
+
+def point_major(*args, **kwargs):
+    return dc.rollout(*args, backend=dc.PointMajor(), **kwargs)
 
 
 def lean_problem(n, seed, sliders=True):
@@ -59,7 +64,7 @@ INTEGRATORS = [dc.SeedQuantum(), dc.SemiImplicitEuler(), dc.RK4()]
 def test_lean_rollout_is_the_recursion(n, integrator):
     chains, states, u = batch(n, range(6), sliders=n != 2)  # 2 points: none; else sliders in some chains
     assert int(lean.lean_kind(chains)) == (0 if n == 2 else 1)
-    got = jax.jit(jax.vmap(lambda c, s, u: dc.rollout(c, s, u, DT, integrator=integrator)))(chains, states, u)
+    got = jax.jit(jax.vmap(lambda c, s, u: point_major(c, s, u, DT, integrator=integrator)))(chains, states, u)
     want = jax.jit(jax.vmap(lambda c, s, u: array_form(c, s, u, integrator)))(chains, states, u)
     # a random 9-point chain may be ill-conditioned enough that round-off grows to ~1e-9 m in 40 steps: there the
     # recursion and the dense KKT form differ by as much (n = 9, seed 5: 4.4e-9 m; the lean form 7.3e-9 m from the
@@ -69,19 +74,27 @@ def test_lean_rollout_is_the_recursion(n, integrator):
     assert_same_rollout(got, want, spread=kkt)
 
 
-def test_vmap_of_a_rollout_runs_the_lean_program_only_for_lean_chains(monkeypatch):
+def test_the_point_major_program_runs_only_when_asked_for(monkeypatch):
     calls = []
     real = lean.lean_rollout
     monkeypatch.setattr(lean, "lean_rollout", lambda *a, **k: calls.append(1) or real(*a, **k))
     chains, states, u = batch(3, range(2))
-    jax.make_jaxpr(jax.vmap(lambda c, s, u: dc.rollout(c, s, u, DT)))(chains, states, u)
     policy = lambda s: dc.Control(n=3)  # noqa: E731
+    jax.make_jaxpr(jax.vmap(lambda c, s, u: dc.rollout(c, s, u, DT)))(chains, states, u)  # the default: vmap of one
     jax.make_jaxpr(jax.vmap(lambda c, s: dc.rollout(c, s, policy, DT, n_steps=T)))(chains, states)
+    assert calls == []
+    jax.make_jaxpr(jax.vmap(lambda c, s, u: point_major(c, s, u, DT)))(chains, states, u)
+    jax.make_jaxpr(jax.vmap(lambda c, s: point_major(c, s, policy, DT, n_steps=T)))(chains, states)
     assert len(calls) == 6  # each: the three lean programs (a lax.switch on the chains' values, lean_kind)
-    big = dc.pendulum(lean.LEAN_MAX)  # more than LEAN_MAX points, or the KKT solver: the array form
+    big = dc.pendulum(lean.LEAN_MAX)  # more than LEAN_MAX points, or the KKT solver: a clear error
     big_states = jax.vmap(lambda th: dc.from_joint_angles(big, th))(jnp.zeros((2, lean.LEAN_MAX)))
-    jax.make_jaxpr(jax.vmap(lambda s: dc.rollout(big, s, None, DT, n_steps=T)))(big_states)
-    jax.make_jaxpr(jax.vmap(lambda c, s, u: dc.rollout(c, s, u, DT, solver=dc.KKT())))(chains, states, u)
+    with pytest.raises(ValueError, match="backend=PointMajor.*LEAN_MAX"):
+        jax.vmap(lambda s: point_major(big, s, None, DT, n_steps=T))(big_states)
+    with pytest.raises(ValueError, match="backend=PointMajor.*Recursive solver"):
+        jax.vmap(lambda c, s, u: point_major(c, s, u, DT, solver=dc.KKT()))(chains, states, u)
+    with pytest.raises(TypeError, match="backend"):
+        dc.rollout(big, dc.from_joint_angles(big, jnp.zeros(lean.LEAN_MAX)), None, DT, n_steps=T,
+                   backend="point-major")
     assert len(calls) == 6
 
 
@@ -90,13 +103,13 @@ def test_lean_rollout_with_a_shared_chain_and_no_input():
     chain = jax.tree.map(lambda a: a[0], chains)
     theta = jnp.asarray(np.random.default_rng(0).normal(size=(4, 4)))
     states = jax.vmap(lambda th: dc.from_joint_angles(chain, th))(theta)
-    got = jax.jit(jax.vmap(lambda s: dc.rollout(chain, s, None, DT, n_steps=T)))(states)
+    got = jax.jit(jax.vmap(lambda s: point_major(chain, s, None, DT, n_steps=T)))(states)
     want = jax.jit(jax.vmap(lambda s: array_form(chain, s, None, n_steps=T)))(states)
     assert_same_rollout(got, want)
     # one state, a batch of open-loop controls
     u = dc.Control(tau=jnp.asarray(np.random.default_rng(1).normal(size=(3, T, 5))))
     state = jax.tree.map(lambda a: a[0], states)
-    got = jax.vmap(lambda u: dc.rollout(chain, state, u, DT))(u)
+    got = jax.vmap(lambda u: point_major(chain, state, u, DT))(u)
     assert_same_rollout(got, jax.vmap(lambda u: array_form(chain, state, u))(u))
 
 
@@ -105,7 +118,7 @@ def test_nested_vmap_and_no_drift_correction():
     pair = lambda t: jax.tree.map(lambda a: a.reshape((2, 3) + a.shape[1:]), t)  # noqa: E731  a 2 x 3 batch
     flat = lambda t: jax.tree.map(lambda a: a.reshape((6,) + a.shape[2:]), t)  # noqa: E731
     integrator = dc.SeedQuantum(stab_factor=None)
-    got = jax.jit(jax.vmap(jax.vmap(lambda c, s, u: dc.rollout(c, s, u, DT, integrator=integrator))))(
+    got = jax.jit(jax.vmap(jax.vmap(lambda c, s, u: point_major(c, s, u, DT, integrator=integrator))))(
         pair(chains), pair(states), pair(u))
     want = jax.jit(jax.vmap(lambda c, s, u: array_form(c, s, u, integrator)))(chains, states, u)
     assert_same_rollout(flat(got), want)
@@ -118,11 +131,12 @@ def test_chains_with_damping_or_drag_are_the_recursions():
     for field, value in (("k_omega", 0.3), ("k_v", 0.1)):
         other = eqx.tree_at(lambda c: getattr(c, field), chains, getattr(chains, field).at[:, 1:].set(value))
         assert int(lean.lean_kind(other)) == 2
-        got = jax.jit(jax.vmap(lambda c, s, u: dc.rollout(c, s, u, DT)))(other, states, u)
+        got = jax.jit(jax.vmap(lambda c, s, u: point_major(c, s, u, DT)))(other, states, u)
         assert_same_rollout(got, jax.jit(jax.vmap(lambda c, s, u: array_form(c, s, u)))(other, states, u))
         for integrator in (dc.SeedQuantum(), dc.RK4()):
             grad = lambda roll: jax.jit(jax.grad(rollout_loss(roll), argnums=(0, 1, 2), allow_int=True))  # noqa: E731
-            assert_same_gradients(grad(lambda c, s, u: dc.rollout(c, s, u, DT, integrator=integrator))(other, states, u),
+            assert_same_gradients(grad(lambda c, s, u: point_major(c, s, u, DT, integrator=integrator))(other, states,
+                                                                                                         u),
                                   grad(lambda c, s, u: array_form(c, s, u, integrator))(other, states, u))
 
 
@@ -144,14 +158,14 @@ def test_lean_rollout_with_a_policy_is_the_recursion(integrator):
     def roll(form):
         return jax.jit(jax.vmap(lambda c, s, c0: form(c, s, feedback(K, c0)), in_axes=(0, 0, 0)))(chains, states, c0)
 
-    got = roll(lambda c, s, p: dc.rollout(c, s, p, DT, n_steps=T, integrator=integrator))
+    got = roll(lambda c, s, p: point_major(c, s, p, DT, n_steps=T, integrator=integrator))
     assert_same_rollout(got, roll(lambda c, s, p: array_form(c, s, p, integrator, n_steps=T)))
 
     def loss(K, form):  # gradients with respect to the policy's closed-over gains, in both orders
         final, _ = jax.vmap(lambda c, s, c0: form(c, s, feedback(K, c0)))(chains, states, c0)
         return jnp.sum(final.x[..., 1])
 
-    fast = lambda c, s, p: dc.rollout(c, s, p, DT, n_steps=T, integrator=integrator)  # noqa: E731
+    fast = lambda c, s, p: point_major(c, s, p, DT, n_steps=T, integrator=integrator)  # noqa: E731
     slow = lambda c, s, p: array_form(c, s, p, integrator, n_steps=T)  # noqa: E731
     np.testing.assert_allclose(jax.grad(loss)(K, fast), jax.grad(loss)(K, slow), rtol=1e-10)
     per_chain = [jax.vmap(jax.grad(lambda K, c, s, c0: jnp.sum(f(c, s, feedback(K, c0))[0].x)), (None, 0, 0, 0))(
@@ -167,7 +181,7 @@ def test_derivatives_of_a_lean_rollout_are_the_array_forms():
         final, traj = jax.vmap(roll)(chains, states, ctrl)
         return jnp.sum(final.x[..., 1]) + jnp.sum(traj.v**2)
 
-    fast = lambda c, s, u: dc.rollout(c, s, u, DT)  # noqa: E731
+    fast = lambda c, s, u: point_major(c, s, u, DT)  # noqa: E731
     g = jax.grad(loss)(u.tau, fast)
     np.testing.assert_allclose(g, jax.grad(loss)(u.tau, array_form), rtol=1e-10, atol=1e-12)
     _, t = jax.jvp(lambda tau: loss(tau, fast), (u.tau,), (jnp.ones_like(u.tau),))
@@ -209,7 +223,7 @@ def test_batched_gradients_with_respect_to_everything_are_the_array_forms(n, sli
     chains, states, u = batch(n, range(4), sliders=sliders)
     assert int(lean.lean_kind(chains)) == int(sliders)
     grad = lambda roll: jax.jit(jax.grad(rollout_loss(roll), argnums=(0, 1, 2), allow_int=True))  # noqa: E731
-    got = grad(lambda c, s, u: dc.rollout(c, s, u, DT, integrator=integrator))(chains, states, u)
+    got = grad(lambda c, s, u: point_major(c, s, u, DT, integrator=integrator))(chains, states, u)
     want = grad(lambda c, s, u: array_form(c, s, u, integrator))(chains, states, u)
     assert_same_gradients(got, want)
     assert float(jnp.max(jnp.abs(got[0].k_v))) > 0  # drag is zero here, its derivative is not
@@ -222,10 +236,10 @@ def test_batched_gradients_of_shared_arguments_and_of_no_input_are_the_array_for
                                                                             rng.uniform(-1, 1, (5, 3)))
     u = dc.Control(tau=rng.normal(size=(T, 4)), F=rng.normal(size=(T, 4, 2)), a_w=np.zeros((T, 4, 2)))
     grad = lambda roll: jax.jit(jax.grad(rollout_loss(roll, (None, 0, None)), argnums=(0, 1, 2), allow_int=True))  # noqa: E731
-    got = grad(lambda c, s, u: dc.rollout(c, s, u, DT))(chain, states, u)
+    got = grad(lambda c, s, u: point_major(c, s, u, DT))(chain, states, u)
     assert_same_gradients(got, grad(array_form)(chain, states, u))
     grad = lambda roll: jax.jit(jax.grad(rollout_loss(roll, (None, 0, None)), argnums=(0, 1), allow_int=True))  # noqa: E731
-    got = grad(lambda c, s, u: dc.rollout(c, s, None, DT, n_steps=T))(chain, states, None)
+    got = grad(lambda c, s, u: point_major(c, s, None, DT, n_steps=T))(chain, states, None)
     assert_same_gradients(got, grad(lambda c, s, u: array_form(c, s, None, n_steps=T))(chain, states, None))
 
 
@@ -250,7 +264,7 @@ def test_batched_gradients_through_a_policy_are_the_array_forms(integrator, slid
             return rollout_loss(lambda c, s, c0: roll(c, s, policy(K, c0)))(chains, states, c0)
         return jax.jit(jax.grad(loss, argnums=(0, 1, 2, 3), allow_int=True))(K, c0, chains, states)
 
-    fast = lambda c, s, p: dc.rollout(c, s, p, DT, n_steps=T, integrator=integrator)  # noqa: E731
+    fast = lambda c, s, p: point_major(c, s, p, DT, n_steps=T, integrator=integrator)  # noqa: E731
     slow = lambda c, s, p: array_form(c, s, p, integrator, n_steps=T)  # noqa: E731
     got, want = grads(fast), grads(slow)
     assert_same_gradients(got, want)
@@ -267,7 +281,7 @@ def test_per_chain_gradients_and_second_derivatives_of_batched_rollouts_are_the_
         final, traj = roll(c, s, dc.Control(tau=tau, F=u.F[0], a_w=u.a_w[0]))
         return jnp.sum(final.x[..., 1]) + jnp.sum(traj.v**2)
 
-    fast = lambda c, s, u: dc.rollout(c, s, u, DT)  # noqa: E731
+    fast = lambda c, s, u: point_major(c, s, u, DT)  # noqa: E731
     per_chain = [jax.jit(jax.vmap(jax.grad(one), in_axes=(0, None, 0, 0)), static_argnums=1)(u.tau, r, chains, states)
                  for r in (fast, array_form)]
     np.testing.assert_allclose(*per_chain, rtol=1e-10, atol=1e-12)
@@ -290,10 +304,10 @@ def test_the_lean_adjoint_is_traced_only_where_it_applies(monkeypatch):
         pass
 
     for integrator, expected in ((dc.SeedQuantum(), 3), (dc.RK4(), 6), (Heun(), 6)):  # 3: lean_kind's programs
-        roll = lambda c, s, u: dc.rollout(c, s, u, DT, integrator=integrator)  # noqa: E731
+        roll = lambda c, s, u: point_major(c, s, u, DT, integrator=integrator)  # noqa: E731
         jax.make_jaxpr(jax.grad(rollout_loss(roll), argnums=1))(chains, states, u)
         assert len(calls) == expected
     policy = lambda s: dc.Control(n=3)  # noqa: E731
-    policy_loss = rollout_loss(lambda c, s, u: dc.rollout(c, s, policy, DT, n_steps=T))
+    policy_loss = rollout_loss(lambda c, s, u: point_major(c, s, policy, DT, n_steps=T))
     jax.make_jaxpr(jax.grad(policy_loss, argnums=1))(chains, states, u)
     assert len(calls) == 9  # closed loop: the adjoint too
