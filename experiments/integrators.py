@@ -10,8 +10,8 @@ pendulum (released bent, 10 s each). Columns: max |E - E0| / (g sum m sum l) ove
 its last quarter (secular growth shows as last >> first), the largest and the final rod-length error, the time of the
 first non-finite state, and the cost per step: one chain, jitted, after warm-up (a scan of 10^4 steps, fastest of 3), and per
 chain-step under ``vmap`` of 1024 chains for 1000 steps. All candidates step through
-``diffchain.projection.chain_step`` (the array form); the plain integrators under ``vmap`` of ``dc.rollout`` take the
-lean batched form instead, listed in its own column. Writes experiments/results/integrators.md.
+``diffchain.projection.chain_step`` (the array form); for the plain integrators the lean batched form
+(``dc.rollout(..., backend=dc.PointMajor())``) is listed in its own column. Writes experiments/results/integrators.md.
 """
 from __future__ import annotations
 
@@ -120,7 +120,7 @@ def cost_one(chain, s0, integrator, dt, steps=10_000):
 
 def cost_vmap(chain, s0, integrator, dt, B=1024, steps=1000, lean=False):
     """Seconds per chain-step under vmap of B chains (starts perturbed) for ``steps`` steps: the array form of
-    ``chain_step``, or ``dc.rollout`` (its lean batched form) with ``lean``."""
+    ``chain_step``, or ``dc.rollout(..., backend=dc.PointMajor())`` (the lean batched form) with ``lean``."""
     theta = jnp.asarray(np.resize(np.asarray(BENT), chain.n - 1)) + 0.1 * jax.random.normal(
         jax.random.PRNGKey(0), (B, chain.n - 1))
     starts = jax.vmap(lambda th: dc.from_joint_angles(chain, th))(theta)
@@ -128,7 +128,8 @@ def cost_vmap(chain, s0, integrator, dt, B=1024, steps=1000, lean=False):
 
     def one(s0):
         if lean:
-            return dc.rollout(chain, s0, None, dt, n_steps=steps, integrator=integrator, check=False)[0]
+            return dc.rollout(chain, s0, None, dt, n_steps=steps, integrator=integrator, check=False,
+                              backend=dc.PointMajor())[0]
         return jax.lax.scan(lambda s, _: (chain_step(chain, s, u, dt, dc.Recursive(), integrator), None), s0, None,
                             length=steps)[0]
 
@@ -177,7 +178,7 @@ def main():
           "first). Rod error: max | |x_{k+1} - x_k| - l_k |, over the run and at its end. *NaN at*: the end of the "
           "first 1000-step chunk with a non-finite state. Cost (fastest of 3 runs: the machine is shared): one chain, `jit` of a 10^4-step scan (per step); "
           "`vmap` of 1024 chains × 1000 steps (per chain-step), array form of `chain_step`; *lean*: `vmap` of "
-          "`dc.rollout`, which takes the lean batched form for the plain integrators. "
+          "`dc.rollout(..., backend=dc.PointMajor())`, the lean batched form (plain integrators only). "
           "Targets for the default: rod error ≤ 1e-8, dE ≤ 1e-4.\n")
     cases = [(f"5-link pendulum, {N:.0e} steps ({N * dt:g} s)", 5, N, True),
              ("1-link pendulum, 10 s", 1, 10_000, False),
