@@ -31,7 +31,8 @@ DRAWING = {"viz.py", "demo_events.py", "__main__.py"}
 MODULE_OF = {"jax": "jax", "jaxlib": "jaxlib", "equinox": "equinox", "numpy": "numpy", "jaxtyping": "jaxtyping",
              "matplotlib": "matplotlib", "optax": "optax", "pytest": "pytest", "pytest-xdist": "xdist",
              "hypothesis": "hypothesis", "mujoco": "mujoco", "mujoco-mjx": "mujoco", "gymnasium": "gymnasium",
-             "build": "build", "setuptools": "setuptools", "tomli": "tomli"}
+             "build": "build", "setuptools": "setuptools", "tomli": "tomli", "mkdocs-material": "material",
+             "mkdocstrings": "mkdocstrings"}
 
 
 def _project():
@@ -159,9 +160,10 @@ def test_sdist_and_wheel_hold_what_they_should_and_the_sdist_tests_pass_installe
     # the source tree, and the package
     with tarfile.open(sdist) as tar:
         in_sdist = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
-    want = {"LICENSE", "README.md", "pyproject.toml", "tests/conftest.py", "tests/strategies.py",
+    want = {"LICENSE", "README.md", "pyproject.toml", "mkdocs.yml", "tests/conftest.py", "tests/strategies.py",
             "experiments/peers.py"}
-    for pattern in ("tests/*.py", "docs/*.png", "notebooks/*.ipynb", "experiments/*.py", "diffchain/**/*.py"):
+    for pattern in ("tests/*.py", "docs/*.png", "docs/**/*.md", "notebooks/*.ipynb", "experiments/*.py",
+                    "diffchain/**/*.py"):
         want |= {p.relative_to(ROOT).as_posix() for p in ROOT.glob(pattern)}
     assert any(n.startswith("docs/") for n in want)
     assert want - in_sdist == set()
