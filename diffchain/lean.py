@@ -181,9 +181,8 @@ def lean_kind(chain: Chain):
 
 
 def _runtime(chain: Chain) -> Chain:
-    """``chain`` with its arrays as run-time values (an ``optimization_barrier``). A chain closed over by the caller's
-    ``jit`` is a constant, and XLA folding its masses and lengths into the step's kernels made them slower: 256
-    pendulums x 1000 steps, float64, 16.6 against 11.0 ms forward (the same program with the chain as an argument)."""
+    """``chain`` with its arrays as run-time values (an ``optimization_barrier``): a chain closed over by the caller's
+    ``jit`` is a constant, and XLA folding its masses and lengths into the step's kernels made them slower."""
     arrays, rest = eqx.partition(chain, eqx.is_array)
     return eqx.combine(jax.lax.optimization_barrier(arrays), rest)
 
@@ -235,7 +234,7 @@ def lean_rollout(axis_size, in_batched, chain: Chain, state: State, controls, *,
             axes = [0 if b else None for b in b_controls]
             c = jax.vmap(policy, in_axes=(axes, 0))(controls, State(s.x.stacked(), s.v.stacked(), s.t))
             u = _input_rows(c)
-        if kind:  # the adjoint's point-major arrays: with sliders 1.7x faster than point by point (notes)
+        if kind:  # the adjoint's point-major arrays: with sliders faster than point by point
             u = (jnp.zeros((n,), init.x.X.dtype),) * 5 if u is None else u
 
             def accel(p):
@@ -275,9 +274,8 @@ def lean_rollout(axis_size, in_batched, chain: Chain, state: State, controls, *,
 # x' = x + dt v + alpha a, v' = v + dt a (SeedQuantum: alpha = dt^2/2; SemiImplicitEuler: alpha = dt^2) and for RK4
 # (four accelerations per step, each with its own adjoint), written by hand on point-major arrays (n, B): rods are
 # rows 0..n-2, and a rod value q reaches the points as q_{i-1} - q_i through one zero-padded copy (:func:`_to_points`),
-# so that every kernel is a plain loop over all points at once.
-# (JAX's reverse mode of the point-by-point program, even with this implicit solve, was no faster than the array
-# form's: 144-495 ms against 166 ms for 256 pendulums x 1000 steps; benchmark-notes.md, session 18.)
+# so that every kernel is a plain loop over all points at once. (JAX's reverse mode of the point-by-point program,
+# even with the implicit solve, was no faster than the array form's.)
 
 ADJOINT_ALPHA = {SeedQuantum: 0.5, SemiImplicitEuler: 1.0, RK4: None}  # the integrators with an adjoint:
 # alpha / dt^2 of the one-acceleration steps
@@ -434,8 +432,7 @@ def lean_rollout_vjp(axis_size, in_batched, chain: Chain, state: State, controls
     of the trajectory), None where zero. From the states at the start of each block of K steps (:func:`_block`;
     ``starts`` = their (x, v, t), (B, T/K, n, 2), (B, T/K, n, 2), (B, T/K), kept by :func:`lean_rollout`), block by
     block from the last, the K states are recomputed (in cache) and the steps run backward
-    (:func:`acceleration_adjoint`): reading a stored trajectory moves more memory than recomputing it (5-link
-    pendulum, 256 copies, 1000 steps: 95 against 55 ms).
+    (:func:`acceleration_adjoint`): reading a stored trajectory moves more memory than recomputing it.
 
     ``controls`` are open-loop inputs (a :class:`~diffchain.model.Control` with a time axis) or None, or with a
     ``policy(controls, state) -> Control`` (one chain's, as in :func:`lean_rollout`) the policy's arguments (a list):
@@ -546,7 +543,7 @@ def lean_rollout_vjp(axis_size, in_batched, chain: Chain, state: State, controls
                                    reverse=True)
         if policy is None:
             # the inputs' cotangents written batch first block by block: (K, n, B) -> (B, K, n) in cache (moving
-            # the time axis of the whole (T/K, K, n, B) afterwards is slower: 12 ms per (256, 1000, 6) field)
+            # the time axis of the whole (T/K, K, n, B) afterwards is slower)
             tau, Fx, Fy, awx, awy = (None if q is None else jnp.moveaxis(q, -1, 0) for q in u_bar)
             new = dict(tau=tau, F=None if Fx is None else jnp.stack([Fx, Fy], -1),
                        a_w=None if awx is None else jnp.stack([awx, awy], -1))
