@@ -97,7 +97,7 @@ def active_terms(chain: Chain, state: State, alpha_w, theta_bar=None, stab=None)
 def active_dynamics_kkt(chain: Chain, state: State, control: Control, active, alpha_w, theta_bar=None, stab=None):
     """Accelerations a (n,2), rod tensions phi (n-1,) and constraint torques tau_w (n,) from the dense KKT system.
 
-    [[M, J^T], [J, 0]] [a; -lambda] = [F^e; gamma] (seed 001 eq. 8.36) with J = rods, point constraints
+    ``[[M, J^T], [J, 0]] [a; -lambda] = [F^e; gamma]`` (seed 001 eq. 8.36) with J = rods, point constraints
     (:func:`diffchain.solvers.constraint_jacobian`) and one row of eq. (13) per active joint, right-hand side
     :func:`active_terms`. M a = F^e + J^T lambda, and the generalized force of an active row's multiplier is exactly
     the point forces of a joint torque (seed §4.2, Fig. 1): tau_w = lambda of that row. O(n^3); rigid links allowed.
@@ -129,8 +129,8 @@ def _lock_tolerance(dtype):
     """Relative level below which a compliance (A, b^w = p, q^w) counts as round-off: the point or link is locked by
     its tail (seed §12.2 "sztywność": "check whether A_{i+1} has very small values") and is set to exactly 0.
     sqrt(eps), 1.5e-8 in float64: round-off in a locked part is amplified by every nearly parallel pair of rows it
-    passes (1e-10 relative seen on 64-point chains), and snapping a legitimately tiny compliance costs only
-    tol * |F| -- the same order as the round-off it removes."""
+    passes, and snapping a legitimately tiny compliance costs only tol * |F| -- the same order as the round-off it
+    removes."""
     return jnp.sqrt(jnp.finfo(dtype).eps)
 
 
@@ -239,10 +239,9 @@ def active_backward(m, r, L, e, Fe, P, a0, act_next, alpha_next, sigma, ell, unr
         systems = (k0, k1, k3, k4, k5, k6, k8, k9, drop1, drop2)   (k2, k7 depend on the point alone),
     and ``system1``, point 1's system once more, as the scan's final carry (see below).
 
-    XLA computes a value that a step both uses and hands on (its carry) once, any other value once per consumer (CPU
-    fusion); the system and the lock flags have many consumers, so they are carried: the snap of point i+1 is applied
-    when step i reads it, and :func:`active_forward` reads point 1's system from the final carry, which keeps the
-    system in the carry.
+    The system and the lock flags have many consumers, so they are carried (XLA computes a carried value once, any
+    other once per consumer): the snap of point i+1 is applied when step i reads it, and :func:`active_forward` reads
+    point 1's system from the final carry.
     """
     tol, tol_lock = _tolerance(m.dtype), _lock_tolerance(m.dtype)
     small = lambda xs, s: _max_abs(*xs) * s <= tol_lock * sigma  # noqa: E731
@@ -363,8 +362,8 @@ def active_dynamics_recursive(chain: Chain, state: State, control: Control, acti
 
     The recursion solves the symmetric KKT system of :func:`active_dynamics_kkt` (:func:`_active_matvec`) for any
     right-hand side, so it is differentiated implicitly like the Part I recursion (:func:`active_solve`): one more
-    recursion with the tangent or cotangent plus the adjoint of the elementwise terms (the gradient of an event
-    rollout of a 6-point drop: 26 -> 20 us per quantum, against differentiating the sweeps).
+    recursion with the tangent or cotangent plus the adjoint of the elementwise terms, never a derivative through
+    the sweeps themselves.
 
     Point masses only (massless rods): with rigid links the coupling block M12 would enter every k like the Part I
     generalisation :func:`diffchain.recursive.abcd_backward_inertial` (a_i no longer equals P F_i / m_i).
@@ -392,7 +391,7 @@ def one_joint_dynamics(chain: Chain, state: State, control: Control, active, alp
     terms). Eq. (13) for joint j, alpha^z_j(a) = rhs_j (:func:`active_terms`), gives
     tau = (rhs_j - alpha^z_j(a0)) / alpha^z_j(a1). alpha^z_j(a1) is joint j's compliance; where it is at round-off
     level the joint cannot turn (seed §12.2) and tau = 0, the rule of :func:`root_torque`. The two solves run as one
-    batch of two: at 21 points 1.3x a Part I call, against ~4x for the Part II recursion."""
+    batch of two, which costs little more than one Part I call and less than the Part II recursion."""
     if part_one is None:
         from .recursive import recursive_dynamics as part_one
     dtype = state.x.dtype
@@ -640,11 +639,9 @@ def _one_chain_part_two(*args):
 
 part_two_sweeps = one_chain_form(_one_chain_part_two, _part_two_sweeps)
 part_two_sweeps.__doc__ = (
-    ":func:`_part_two_sweeps` evaluated on one chain: by :func:`_small_sweeps` up to ``SMALL_MAX`` points (a Part II "
-    "step of one chain, float64, at n = 3 / 4 / 5 / 6 / 8: 0.8 / 1.1 / 1.5 / 1.9 / 2.9 us, against 1.7 / 2.6 / 4.5 us "
-    "by the Part II sweeps unrolled and 6.0 / 9.7 us by a Schur complement over the Part I sweeps, the forms it "
-    "replaced), the scans beyond; the scans under ``vmap`` and in derivatives "
-    "(:func:`diffchain.batching.one_chain_form`), where writing a chain out is slower.")
+    ":func:`_part_two_sweeps` evaluated on one chain: by :func:`_small_sweeps` up to ``SMALL_MAX`` points (written "
+    "out in scalars, XLA fuses a short chain's solve into few kernels), the scans beyond; the scans under ``vmap`` "
+    "and in derivatives (:func:`diffchain.batching.one_chain_form`), where writing a chain out is slower.")
 
 
 active_solve = implicit_solve(_active_swept, _active_complete, _active_matvec,
@@ -653,8 +650,7 @@ active_solve.__doc__ = (
     "z = (a_x, a_y, y_rod, y1, y2, y_t) = K(op)^-1 b for the operator of :func:`_active_matvec` by the Part II "
     "recursion (:func:`part_two_sweeps`), with implicit derivatives (:func:`diffchain.recursive.implicit_solve`): "
     "derivatives never go through the sweeps, and their solves take the scans (:func:`_part_two_sweeps`), not the "
-    "written-out one-chain forms: on one 4-point chain dropped with events, the same gradient time and a 17 % "
-    "smaller program (trace + compile of the event-rollout gradient 43 -> 38 s).")
+    "written-out one-chain forms: as fast there, and a smaller program to trace and compile.")
 
 
 class ActiveSolver(eqx.Module):

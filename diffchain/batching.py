@@ -303,7 +303,7 @@ def scan_until(body, c, xs, done):
     (:func:`rare_cond`)."""
     n = jax.tree.leaves(xs)[0].shape[0]
 
-    @jax.checkpoint  # in reverse mode each step stores its carry, not the ~130 intermediates of an event slot
+    @jax.checkpoint  # in reverse mode each step stores its carry, not the many intermediates of an event slot
     def step(c, x):
         return unless_done(lambda c: body(c, x), done(c), c), None
 

@@ -66,7 +66,8 @@ def abcd_backward(m, r, e, Fe, P, a0):
 
 
 def abcd_backward_inertial(B, r, e, Fe, P, a0, M12):
-    """The A, b, C, d sweep for links with distributed mass (issue 5; reduces to eqs. 6–9 when the links are massless).
+    """The A, b, C, d sweep for links with distributed mass (seed 003 natural coordinates, :mod:`diffchain.inertia`;
+    reduces to seed 000 eqs. 6–9 when the links are massless).
 
     The chain's mass matrix is block-tridiagonal (:mod:`diffchain.inertia`): diagonal blocks B_i = m_i I + M22 of link
     i-1 + M11 of link i, and M12 of link i couples a_i and a_{i+1}. F is now everything link i-1 does to point i
@@ -115,8 +116,7 @@ def _inertial_sweeps_c(B, r, e, Fe, P, a0, M12):
     2 x 2 minor axes. Inputs per point by components: B = (B11, B12, B22), r = (r_x, r_y), e, F^e = (F_x, F_y),
     P = (P11, P12, P22), a0 = (a0_x, a0_y), M12 = (M11, M12, M21, M22) of link i (zero for the terminal point).
     Returns a_x, a_y and the rod tensions phi (n,). The formulas are those of :func:`abcd_backward_inertial` (A_i
-    symmetric; C_i F + d_i = r_i phi_i - M21 a_i). A batched rollout of 256 5-link pendulums with link mass ran
-    3.5x faster than with the matrix sweeps, its reverse gradient 1.9x."""
+    symmetric; C_i F + d_i = r_i phi_i - M21 a_i)."""
     tol = 64 * jnp.finfo(e.dtype).eps
 
     def back(carry, inp):
@@ -235,20 +235,12 @@ ROWS_FUSED_MAX = 7  # ... and with a row of right-hand sides per point, beyond t
 def _sweep(step, init, xs, unrolled, reverse=False, kept=False):
     """``lax.scan(step, init, xs, reverse=reverse)``, or with ``unrolled`` the same written out point by point.
 
-    On one small chain XLA CPU spends most of a scan on copying its carry and stacking its outputs. Written out, XLA
-    fuses the whole sweep into a few kernels that recompute a point's cheap terms wherever they are used. A division
-    it does not duplicate into several consumers: its quotient becomes a buffer of its own. So the backward sweep of
-    :func:`_abcd_sweeps_c` multiplies by 1/D_i up to ``FUSED_MAX`` points (all fused: the fewest kernels) and divides
-    by D_i beyond (each point's coefficients computed once). Measured on a rollout step of one chain (float64, the
-    chain a ``jit`` argument) at n = 3, 5, 6, 8 points: 0.66, 1.89, 2.40, 3.35-3.69 us with this choice; dividing at
-    n = 3 and 5, 1.23 and 2.07 us (against 0.70 and 1.90 in that run); at n = 6 and 8 a product of each carry with the
-    identity matrix (``kept``; exact: one 1 per row), which XLA CPU does not fuse into the slices that read it, took
-    2.96-3.09 and 4.12-4.33 us. With a row of right-hand sides per point (the active-joint solve's Schur form
-    before session 19) fusion wins up to ``ROWS_FUSED_MAX`` points (an active-joint call at 6 / 7 / 8 points: 3.9 /
-    5.3 / 13 us fused, 5.5 / 6.3 / 9.5 us kept), and at 8 points ``kept`` beats the quotients (11.6-11.7 against 12.1-20.6 us). Beyond
-    ``UNROLL_MAX`` points the scan's shorter compile time wins. Under ``vmap`` the scan is kept: written out, the
-    batched sweeps were 1.5-2.2x slower (with the quotients too, and so was the scan with them:
-    experiments/xla_cpu_loops.py has what it would take to do better)."""
+    Written out, XLA fuses a small chain's sweep into a few kernels instead of copying a scan's carry and stacking
+    its outputs. The backward sweep of :func:`_abcd_sweeps_c` multiplies by 1/D_i up to ``FUSED_MAX`` points (all
+    fused) and divides by D_i beyond (a quotient is computed once, not recomputed in each consumer). With a row of
+    right-hand sides per point it multiplies, and beyond ``ROWS_FUSED_MAX`` points materialises each carry
+    (``kept``: a product with the identity, exact, which XLA does not fuse into the slices that read it). Beyond
+    ``UNROLL_MAX`` points (compile time) and under ``vmap`` the scan is the faster form."""
     if not unrolled:
         return scan_points(step, init, xs, reverse)
     n = jax.tree.leaves(xs)[0].shape[0]
@@ -270,12 +262,10 @@ def scan_points(step, init, xs, reverse=False, unroll=False):
     ``xs``); from 2 ``SCAN_BLOCK`` points on, a scan over blocks of ``SCAN_BLOCK`` points, each an inner scan (the
     first n mod ``SCAN_BLOCK`` points a scan of their own).
 
-    On one chain, XLA CPU ran the sweeps of the recursions more slowly per point once a single scan covered more than
-    64 points. Measured per state in a loop (float64, n = 32 ... 1024):
-    - Part I: ~900 ns per point from n = 128 on; ~390 ns at every n in blocks of 32 (of 16: 470 ns, of 64: 560 ns);
-    - Part II (:mod:`diffchain.active`): ~2.9 us per point; ~1.65 us in blocks.
-    The Thomas scans of :mod:`diffchain.banded` and the rigid-link sweeps (:func:`abcd_backward_inertial`) showed no
-    such slowdown and keep one scan. Under ``vmap`` blocking makes no difference (n = 128, 1024; 64 chains)."""
+    On one chain, XLA CPU runs a single long scan of the recursions (Part I, and Part II in :mod:`diffchain.active`)
+    more slowly per point than a scan over blocks of points. The Thomas scans of :mod:`diffchain.banded` and the
+    rigid-link sweeps (:func:`abcd_backward_inertial`) do not slow down and keep one scan; under ``vmap`` blocking
+    makes no difference."""
     n = jax.tree.leaves(xs)[0].shape[0]
     if n < 2 * SCAN_BLOCK:
         return jax.lax.scan(step, init, xs, reverse=reverse, unroll=unroll)
@@ -299,7 +289,7 @@ abcd_sweeps_c = one_chain_form(
     lambda *args: _abcd_sweeps_c(*args, unrolled=args[0].shape[0] <= UNROLL_MAX), _abcd_sweeps_c)
 abcd_sweeps_c.__doc__ = (
     ":func:`_abcd_sweeps_c` (the same inputs and outputs), written out (:func:`_sweep`) when evaluated on one chain of "
-    "up to ``UNROLL_MAX`` points, the ``lax.scan`` form under ``vmap`` (written out it is 2.2x slower at 1024 chains) "
+    "up to ``UNROLL_MAX`` points, the ``lax.scan`` form under ``vmap`` (where the scan is the faster form) "
     "and in derivatives (:func:`one_chain_form`; :func:`kkt_solve` never differentiates it anyway).")
 
 
