@@ -1,4 +1,5 @@
-"""The constraints of a chain at the acceleration level, shared by every solver (seed 000 §3, §5–6, §12.2; SPEC §8).
+"""The constraints of a chain at the acceleration level, shared by every solver (seed 000 §3, §5–6, §12.2; seed 003
+natural coordinates).
 
 Rod k (points k, k+1) keeps its length:   r_k^T (a_k - a_{k+1}) = e_k                         (seed eq. 4)
 Point i may be constrained:               S_i a_i = beta_i  (rows of S_i selected by a mask)

@@ -38,8 +38,8 @@ def first_crossing(g0, g1, g2, g_end, h, exact, where=True):
     The gradient is finite on every entry, wanted or not (a ``jnp.where`` outside cannot mask an infinite partial
     derivative: 0 * inf = nan): every guarded division sees a safe denominator where its guard is off, and the
     slacks are divided by their size S = max(|g0|, |g_end|) first (the root does not depend on the scale; S is held
-    constant). Without that, a point resting on an obstacle in float32 (slacks ~1e-21 m) squared its slack in the
-    derivative of the quotient to below the smallest float and made the gradient nan.
+    constant). Without that, a point resting on an obstacle in float32 (a tiny slack) squares its slack in the
+    derivative of the quotient to below the smallest float, and the gradient is nan.
     """
     S = jax.lax.stop_gradient(jnp.maximum(jnp.abs(g0), jnp.abs(g_end)))
     good_S = where & (S > 0)

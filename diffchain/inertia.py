@@ -1,4 +1,4 @@
-"""Rigid links with distributed mass in natural coordinates (SPEC §8, seed 003 natural coordinates).
+"""Rigid links with distributed mass in natural coordinates (seed 003).
 
 A body point at (a, b) in the frame of link k (a along r_k from point k, b across, along r_k^*) sits at
     p = x_k + (a/l) d + (b/l) R d,      d = x_{k+1} - x_k,  R = rotation by +90 degrees,
@@ -60,7 +60,7 @@ def point_mass_blocks(chain):
 
 def mass_matrix(chain):
     """The constant (2n, 2n) mass matrix in point coordinates: block-diagonal for point masses, block-tridiagonal
-    with rigid links (SPEC §8)."""
+    with rigid links (seed 003 natural coordinates)."""
     n = chain.n
     M = jnp.zeros((n, 2, n, 2), chain.m.dtype)
     idx = jnp.arange(n)

@@ -1,4 +1,4 @@
-"""Planar mechanisms in natural coordinates: model, builder, constraints Phi(q, t) and applied forces (issue 4).
+"""Planar mechanisms in natural coordinates: model, builder, constraints Phi(q, t) and applied forces.
 
 Seed 003 (Buśko, Frączek, Wojtyra) "natural coordinates": the unknowns are the Cartesian coordinates of points,
 q = (x_1, y_1, ..., x_N, y_N). Every other point of the model is an *affine* function of q:
@@ -7,8 +7,8 @@ q = (x_1, y_1, ..., x_N, y_N). Every other point of the model is an *affine* fun
         p = N(alpha, beta) [p0; p1],  N = [(1 - alpha) I - beta R,  alpha I + beta R],  alpha = a/L, beta = b/L
     (diffchain.inertia; no extra coordinates).
 So all points are P = W q + c with a constant W (2P x 2N). A rigid body between two points has the constant 4x4 mass
-block of :func:`diffchain.inertia.link_mass_blocks`; in q it is W^T M_pts W, still constant (SPEC §8): the equations of
-motion are M q_dd = Q(q, q_d, t) + J^T lambda with no velocity-product terms in M q_dd.
+block of :func:`diffchain.inertia.link_mass_blocks`; in q it is W^T M_pts W, still constant: the equations of motion
+are M q_dd = Q(q, q_d, t) + J^T lambda with no velocity-product terms in M q_dd.
 
 Constraints (rows of Phi(q, t), grouped by kind and vectorised, fixed shapes, a boolean ``on`` mask per row):
   * Distance(i, j, L):      (|p_i - p_j|^2 - L^2) / (2 L)   -> lambda is the tension in N (rigid bodies, massless rods)

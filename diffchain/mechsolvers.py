@@ -153,7 +153,7 @@ class MechSolver(eqx.Module):
 
 
 def kkt_solve(M, Q, J, gamma, sel):
-    """Seed 001 method 1 (eq. 8.6/8.36): [[M, J_S^T], [J_S, 0]] [q_dd; -lambda] = [Q; gamma_S], rows S independent
+    """Seed 001 method 1 (eq. 8.6/8.36): ``[[M, J_S^T], [J_S, 0]] [q_dd; -lambda] = [Q; gamma_S]``, rows S independent
     (the other rows keep their place with a unit diagonal, forcing their lambda to 0)."""
     Js, n = J * sel[:, None], M.shape[0]
     K = jnp.block([[M, Js.T], [Js, jnp.diag((~sel).astype(M.dtype))]])
@@ -212,7 +212,7 @@ def larin_basis(J, on, tol=1e-9):
 
     For the unit row v = [gamma0; gamma*] (projected on the current basis, sign chosen so gamma0 >= 0 -- the
     Householder choice; with gamma0 < 0, 1/(1 + gamma0) cancels catastrophically):
-        H = [[gamma0, -gamma*^T], [gamma*, E - gamma* gamma*^T / (1 + gamma0)]]
+        ``H = [[gamma0, -gamma*^T], [gamma*, E - gamma* gamma*^T / (1 + gamma0)]]``
     is orthogonal, its first column is v and the rest is the seed's V2 (eq. 3.2). B <- B H accumulates
     V2 = V21 V22 ... V2m in the trailing columns of B (fixed shapes: B is (n, n), column k is consumed at step k).
     A row with no component left (redundant, or a singular configuration) is skipped instead of dividing by zero.

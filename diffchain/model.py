@@ -1,4 +1,4 @@
-"""The chain model, its state and its control input, as Equinox pytrees (seed 000 §2, SPEC §1 and §8).
+"""The chain model, its state and its control input, as Equinox pytrees (seed 000 §2; seed 003 natural coordinates).
 
 The shapes (the number of points ``n``) decide the compiled program; everything else is an array, so a batch of models
 can be vmapped and a new model of the same size never recompiles. The joint kinds are boolean masks: the solvers switch

@@ -2,7 +2,7 @@
 
 * :class:`Recursive` -- the O(n) seed-000 recursion (:mod:`diffchain.recursive`).
 * :class:`KKT` -- the Lagrange equations of mixed type solved directly (seed 001 eq. 8.36, seed 004):
-      [[M, J^T], [J, 0]] [a; -lambda] = [F^e; gamma]
+      ``[[M, J^T], [J, 0]] [a; -lambda] = [F^e; gamma]``
   with M the point mass matrix (diag(m_i I_2), block-tridiagonal with rigid links), J the Jacobian of the rod, guide and slider constraints and gamma their right-hand sides
   (:mod:`diffchain.constraints`). Constraint rows that are switched off keep their place (fixed shapes) as a zero row with
   a unit diagonal in the lower block, which forces their multiplier to 0.
@@ -67,7 +67,7 @@ def kkt_dynamics(chain: Chain, state: State, control: Control, stab=None):
 
 
 class KKT(Solver):
-    """Direct solve of the saddle-point system [[M, J^T], [J, 0]] (seed 001 §8.5 method 1)."""
+    """Direct solve of the saddle-point system ``[[M, J^T], [J, 0]]`` (seed 001 §8.5 method 1)."""
 
     def __call__(self, chain, state, control, stab=None):
         return kkt_dynamics(chain, state, control, stab)
