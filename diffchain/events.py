@@ -47,10 +47,10 @@ import jax
 import jax.numpy as jnp
 
 from .active import SMALL_MAX, ActiveRecursive, ActiveSolver, joint_rows, one_joint_dynamics, small_dynamics
-from .batching import _explicit, one_chain_or, outside_derivatives, rare_cond, scan_until
+from .batching import _explicit, one_chain_or, rare_cond, scan_until
 from .forces import _speed, external_forces, torque_forces
 from .detection import _angles, _ends_beyond, _quantum, detect, limit_arc, onto_obstacles
-from .eventstate import EventState, Events, StepReport, _cache, _none, _pack, _unpack, check_event_state
+from .eventstate import EventState, Events, StepReport, _cache, _none, check_event_state
 from .geometry import _pad_diff, joint_accelerations, joint_velocities, links, wrap_angle
 from .inertia import mass_matrix
 from .model import Chain, Control, State, check_sizes
@@ -65,14 +65,6 @@ def _mass_times(chain: Chain, a):
     if chain.has_links:
         return (mass_matrix(chain) @ a.reshape(-1)).reshape(a.shape)
     return chain.m[:, None] * a
-
-
-# Up to this many points, one chain's solver call has a branch for each joint held alone (the usual case: one joint
-# at its limit), whose small form has that joint's row and the rods' only -- 3 rows of 5 at n = 3, 24-26 kernels
-# against 41 for every joint's row (the others dropped, :func:`diffchain.active._small_sweeps`). Each branch costs
-# compile time, twice (the quiet trial and the slots): trace + compile of an event rollout at n = 3 / 4 / 5 / 6 / 8,
-# 3.9 / 4.8 / 5.8 / 6.4 / 8.0 s with the three branches, 6.1 / 8.2 / 10.6 / 14.0 / 23 s with a branch per joint.
-ONE_HELD_MAX = 4
 
 
 def impulse_projection(chain: Chain, es: EventState, x, v):
@@ -192,10 +184,9 @@ def constrained_dynamics(chain: Chain, events: Events, es: EventState, x, v, t, 
         return small_dynamics(ch, s_in, u, stab=stab_in)[0], jnp.zeros_like(alpha_w), jnp.zeros((chain.n, 2), x.dtype)
 
     def small(joints):  # a short chain: the held joints' and the rods' rows solved at once, R from its tensions
-        def branch(_):  # joints: False (none held), True (any) or the tuple of the one joint held
+        def branch(_):  # joints: whether any joint is held
             if joints:
-                a, _, tau_w, R = small_dynamics(ch, s_in, u, held, alpha_w, theta_bar, stab_in, reactions=True,
-                                                joints=joints)
+                a, _, tau_w, R = small_dynamics(ch, s_in, u, held, alpha_w, theta_bar, stab_in, reactions=True)
             else:
                 a, _, tau_w, R = small_dynamics(ch, s_in, u, stab=stab_in, reactions=True)
             return a, tau_w, jnp.where(pointed, R, 0.0)
@@ -206,16 +197,9 @@ def constrained_dynamics(chain: Chain, events: Events, es: EventState, x, v, t, 
     def one_chain(_):
         if isinstance(solver, ActiveRecursive) and 1 < chain.n <= SMALL_MAX and not chain.has_links:
             # (one chain of FUSED_MAX + 1 to SMALL_MAX points: Part I divides by each point's pivot, a kernel each;
-            # at n = 6 a call of 67 kernels against 31 for the small form's rods)
-            n = chain.n
-            branches = [free_small if n > FUSED_MAX else free, small(False), small(True)]
-            if n > ONE_HELD_MAX:
-                return jax.lax.switch(jnp.where(jnp.any(held), 2, jnp.where(pointed, 1, 0)), branches, None)
-            # code = n + j if joint j alone is held, 0 if none, >= 2n if more; summed in scalars, so that the
-            # index stays one fused kernel (a reduction read twice is a kernel of its own)
-            code = sum(jnp.where(held[j], n + j, 0) for j in range(n))
-            index = jnp.where(code == 0, jnp.where(pointed, 1, 0), jnp.where(code < 2 * n, 3 + code - n, 2))
-            return jax.lax.switch(index, branches + [small((j,)) for j in range(n)], None)
+            # the small form's rods take fewer)
+            branches = [free_small if chain.n > FUSED_MAX else free, small(False), small(True)]
+            return jax.lax.switch(jnp.where(jnp.any(held), 2, jnp.where(pointed, 1, 0)), branches, None)
         if isinstance(solver, ActiveRecursive) and not chain.has_links:
             index = jnp.where(jnp.sum(held) == 1, 2, jnp.where(jnp.any(held) | pointed, 1, 0))
             return jax.lax.switch(index, [free, lambda _: run(consts, None), one_held], None)
@@ -308,13 +292,8 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
     return _event_quantum(chain, events, es, control, dt, solver, stab_factor)
 
 
-def _event_quantum(chain: Chain, events: Events, start_state, control: Control, dt, solver, stab_factor):
-    """:func:`event_step` from and to ``start_state``: an :class:`EventState`, or as :func:`event_rollout` carries it,
-    (the arrays of :func:`~diffchain.eventstate._pack`, the control of the last quantum). The branches of the one
-    chain's cond unpack the start themselves, so that what they read of it is the pack's few buffers, not a slice each."""
-    packed = not isinstance(start_state, EventState)
-    read = (lambda: _unpack(*start_state)) if packed else (lambda: start_state)  # noqa: E731
-    es = read()
+def _event_quantum(chain: Chain, events: Events, es: EventState, control: Control, dt, solver, stab_factor):
+    """:func:`event_step` from ``es``."""
     n, dtype = chain.n, chain.m.dtype
     if events.n != n:
         raise ValueError(f"event_step: the Events are for n = {events.n} points, the chain has n = {n}")
@@ -483,29 +462,26 @@ def _event_quantum(chain: Chain, events: Events, start_state, control: Control, 
     decay = jnp.exp(-1.0 / events.chatter_window)
     u = jax.tree_util.tree_map(lambda p, q: p.astype(q.dtype), control, es.control)
 
-    def finish(c, last=None):  # the chatter counters decay once per quantum, the continuous angles follow the new
-        # state (the slots keep those of the start, within pi of every angle of the quantum); the new state (packed in
-        # each branch)
+    def finish(c):  # the chatter counters decay once per quantum, the continuous angles follow the new state (the
+        # slots keep those of the start, within pi of every angle of the quantum)
         es_ = c["es"]
         es_ = eqx.tree_at(lambda e: (e.chatter, e.theta), es_, (es_.chatter * decay, _angles(es_.state.x, es_.theta)))
         es_ = eqx.tree_at(_cache, es_, (c["a"], c["tau_w"], c["R"], None, c["valid"]), is_leaf=_none)
-        return (_pack(es_, last) if packed else es_), c["rep"]  # (the control is set after the cond)
+        return es_, c["rep"]  # (the control is set after the cond)
 
     # one chain: a cond, so that a quiet quantum neither selects between the two carries nor enters the loop (nor
     # computes the start's release test, or copies the counters before their decay); the slots are traced once
     # (their jaxpr serves both forms)
     run, consts = _explicit(lambda c: scan_until(slot, c, last, done), carry0)
-    # (a quiet quantum changes no mask: its pack takes their columns from the last one)
+
     def one(_):
-        return jax.lax.cond(trial_ok, lambda: finish(quiet_carry(read()), start_state[0][0] if packed else None),
-                            lambda: finish(run(consts, start(read()))))
+        return jax.lax.cond(trial_ok, lambda: finish(quiet_carry(es)), lambda: finish(run(consts, start(es))))
 
     def general(_):
         return finish(run(consts, _where(trial_ok, quiet_carry(es), carry0)))
 
-    # a packed start comes from event_rollout's form for one chain outside derivatives: the cond alone
-    out, rep = one(None) if packed else one_chain_or(one, general, None)
-    return ((out, u) if packed else eqx.tree_at(lambda e: e.control, out, u, is_leaf=_none)), rep
+    out, rep = one_chain_or(one, general, None)
+    return eqx.tree_at(lambda e: e.control, out, u, is_leaf=_none), rep
 
 
 def event_rollout(chain: Chain, events: Events, es: EventState, controls, dt, *, n_steps: int | None = None,
@@ -515,9 +491,9 @@ def event_rollout(chain: Chain, events: Events, es: EventState, controls, dt, *,
 
     ``controls`` as in :func:`diffchain.rollout`: a stacked :class:`Control`, a policy ``policy(state) -> Control``
     (it sees the :class:`State`), or None; ``checkpoint=k`` recomputes segments of k quanta in reverse mode (default
-    1: the reverse pass recomputes each quantum instead of storing its hundreds of intermediate arrays, 2.4x faster
-    on a 6-point drop; None stores them). The start
-    is validated by :func:`check_event_state` unless ``check=False`` (e.g. to study drift on purpose).
+    1: the reverse pass recomputes each quantum instead of storing its hundreds of intermediate arrays; None stores
+    them). The start is validated by :func:`check_event_state` unless ``check=False`` (e.g. to study drift on
+    purpose).
     """
     from .integrate import _scan_rollout
 
@@ -525,27 +501,13 @@ def event_rollout(chain: Chain, events: Events, es: EventState, controls, dt, *,
     es = check_event_state(chain, events, es) if check else es
     es = eqx.tree_at(lambda e: e.fresh, es, jnp.zeros_like(es.fresh))  # the cache may come from another chain or dt
     if controls is None:  # zero input: the cached control is set to it once and passed as each quantum's control, so
-        # that the quanta neither compare it with the cache nor write it again (n = 3: 9 of ~70 kernels a quantum)
+        # that the quanta neither compare it with the cache nor write it again
         es = eqx.tree_at(lambda e: e.control, es, jax.tree_util.tree_map(jnp.zeros_like, es.control))
 
-    def roll(packed, chain, events, es, controls, dt):
-        """The rollout, its carry packed (:func:`~diffchain.eventstate._pack`) or the EventState itself."""
-        pack = (lambda e: (_pack(e), e.control)) if packed else (lambda e: e)  # noqa: E731
-        unpack = (lambda c: _unpack(*c)) if packed else (lambda e: e)  # noqa: E731
+    def body(carry, u):
+        u = carry.control if controls is None else u
+        carry, rep = _event_quantum(chain, events, carry, u, dt, solver, stab_factor)
+        return carry, (carry, rep)
 
-        def body(carry, u):
-            u = (carry[1] if packed else carry.control) if controls is None else u
-            carry, rep = _event_quantum(chain, events, carry, u, dt, solver, stab_factor)
-            return carry, (unpack(carry), rep)
-
-        final, out = _scan_rollout(chain, body, pack(es), controls, n_steps, checkpoint, lambda c: unpack(c).state)
-        return unpack(final), out
-
-    # one chain of up to SMALL_MAX points outside derivatives carries its state packed: fewer buffers out of each
-    # quantum's cond (n = 3, 6: 7-12 % faster). Under vmap and in derivatives the packing and unpacking cost more
-    # than they save (the gradient of a 6-point drop: 10-20 % slower per quantum), and beyond SMALL_MAX points also
-    # on one chain (n = 21: 4-8 % slower). (A policy, a function, is not an argument the dispatch can take.)
-    args = (chain, events, es, controls, jnp.asarray(dt, chain.m.dtype))
-    if chain.n > SMALL_MAX or callable(controls) and not isinstance(controls, Control):
-        return roll(False, *args)
-    return outside_derivatives(functools.partial(roll, True), functools.partial(roll, False), *args)
+    dt = jnp.asarray(dt, chain.m.dtype)
+    return _scan_rollout(chain, body, es, controls, n_steps, checkpoint, lambda c: c.state)

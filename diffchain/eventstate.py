@@ -1,7 +1,6 @@
 """What an event rollout carries (seed 000 §7, §12): the :class:`Events` (obstacle lines, angle limits, the budget of
 one quantum), the :class:`EventState` (the state with the masks of what is switched on), the :class:`StepReport` of a
-quantum; one chain's carry packed into a few arrays (:func:`_pack`, :func:`_unpack`), and the check of a start
-(:func:`check_event_state`). The dynamics are in :mod:`diffchain.events`."""
+quantum, and the check of a start (:func:`check_event_state`). The dynamics are in :mod:`diffchain.events`."""
 from __future__ import annotations
 
 import equinox as eqx
@@ -181,58 +180,6 @@ def _cache(es):  # the fields of EventState filled by the last quantum's final s
 
 def _none(x):
     return x is None
-
-
-# the per-point fields of an EventState as columns: first what a quantum changes, then what a quiet one keeps
-_FIELDS = (("x", 2), ("v", 2), ("a", 2), ("tau_w", 1), ("R", 2), ("chatter", 2), ("theta", 1), ("pin", 2), ("normal", 2),
-           ("side", 1), ("stuck", 1), ("held", 1))
-_KEPT = ("pin", "normal", "side", "stuck", "held")  # the last fields
-
-
-def _groups(n):
-    """:data:`_FIELDS` in consecutive groups of at most 64 numbers (a field alone if wider): XLA CPU runs a loop body
-    in sequence only if none of its buffers exceeds 512 bytes (see ``experiments/bench_events.py``)."""
-    groups, width = [[]], 0
-    for name, w in _FIELDS:
-        if groups[-1] and (width + w) * n > 64:
-            groups, width = groups + [[]], 0
-        groups[-1].append((name, w))
-        width += w
-    return groups
-
-
-def _pack(es: EventState, last=None):
-    """``es`` as :func:`event_rollout` carries it from quantum to quantum: the per-point fields in the few (n, k)
-    arrays of :func:`_groups`, t and fresh (the control apart). Each leaf carried out of the quantum's ``lax.cond``
-    is a buffer of its own, so that each leaf that the quiet branch merely forwards (the masks) would cost a copy
-    kernel; packed, that branch writes a few arrays (3 points: one, one fused concatenation). ``last``: the arrays of
-    the last pack, whose columns of the :data:`_KEPT` fields are taken as they are."""
-    dt = es.state.x.dtype
-    cols = dict(x=es.state.x, v=es.state.v, a=es.a, tau_w=es.tau_w[..., None], R=es.R,
-                chatter=jnp.swapaxes(es.chatter, -1, -2), theta=es.theta[..., None], pin=es.pin, normal=es.normal,
-                side=es.side[..., None],
-                stuck=es.stuck[..., None].astype(dt), held=es.held[..., None].astype(dt))
-    out = []
-    for g, group in enumerate(_groups(es.state.x.shape[-2])):
-        new = [(name, w) for name, w in group if last is None or name not in _KEPT]
-        pieces = [cols[name] for name, _ in new]
-        pieces += [last[g][..., sum(w for _, w in new):]] if len(new) < len(group) else []
-        out.append(jnp.concatenate(pieces, -1) if len(pieces) > 1 else pieces[0])
-    return out, es.state.t, es.fresh
-
-
-def _unpack(packed, control: Control) -> EventState:
-    """The :class:`EventState` of :func:`_pack`'s arrays and ``control``."""
-    arrays, t, fresh = packed
-    cols = {}
-    for f, group in zip(arrays, _groups(arrays[0].shape[-2])):
-        k = 0
-        for name, w in group:
-            cols[name], k = f[..., k:k + w] if w > 1 else f[..., k], k + w
-    es = EventState(State(cols["x"], cols["v"], t), stuck=cols["stuck"] != 0, pin=cols["pin"], normal=cols["normal"],
-                    held=cols["held"] != 0, side=cols["side"], chatter=jnp.swapaxes(cols["chatter"], -1, -2),
-                    theta=cols["theta"])
-    return eqx.tree_at(_cache, es, (cols["a"], cols["tau_w"], cols["R"], control, fresh))
 
 
 def check_event_state(chain: Chain, events: Events, es: EventState, tol: float = 1e-6) -> EventState:

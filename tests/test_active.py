@@ -169,8 +169,8 @@ def check_one_joint(problem, seed, stab, off_manifold, solve, references):
 
 @given(random_problem(sizes=(2, 3, 4)), st.integers(0, 2**31), st.sampled_from([NO_STAB, 0.05]), st.booleans())
 def test_small_form_of_one_joint(problem, seed, stab, off_manifold):
-    """The lambda-first form with one joint's row alone (``joints=(j,)``: what one chain's event quanta take when
-    joint j alone is held, up to ``events.ONE_HELD_MAX`` points) == KKT and == the form with every joint's row."""
+    """The lambda-first form with one joint's row alone (``joints=(j,)``, the others known not to be held) == KKT and
+    == the form with every joint's row."""
     check_one_joint(problem, seed, stab, off_manifold, small_one, (kkt, small))
 
 
