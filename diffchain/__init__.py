@@ -4,8 +4,9 @@ from .model import Chain, Control, State, cart_chain, free_chain, pendulum
 from .geometry import (from_joint_angles, joint_accelerations, joint_angles, joint_velocities, link_angles)
 from .forces import energy
 from .solvers import KKT, Recursive, Solver, forward_dynamics
-from .integrate import (RK4, Backend, Integrator, SeedQuantum, SemiImplicitEuler, check_state, constraint_violation,
-                        rollout, step)
+from .integrators import RK4, Integrator, SeedQuantum, SemiImplicitEuler
+from .projection import RATTLE, Projected, project
+from .integrate import Backend, check_state, constraint_violation, rollout, step
 from .lean import PointMajor
 from .sensitivity import da_dF, dalpha_dtau
 from .mechanism import Mechanism, MechanismBuilder
@@ -26,6 +27,7 @@ __all__ = [
     # forward dynamics, integration, sensitivities
     "KKT", "Recursive", "Solver", "forward_dynamics", "RK4", "Integrator", "SeedQuantum", "SemiImplicitEuler",
     "check_state", "constraint_violation", "rollout", "step", "da_dF", "dalpha_dtau", "Backend", "PointMajor",
+    "Projected", "RATTLE", "project",
     # closed loops and mechanisms (seeds 001-004)
     "Mechanism", "MechanismBuilder", "Larin", "NullSpace", "RangeSpace", "constraint_terms", "lagrange_terms",
     "mechanism_dynamics", "reactions", "acceleration_analysis", "assemble", "kinematic_analysis", "velocity_analysis",

@@ -26,7 +26,8 @@ import jax
 import jax.numpy as jnp
 
 from . import systems
-from .integrate import RK4, Backend, Integrator, rollout
+from .integrate import Backend, rollout
+from .integrators import RK4, Integrator
 from .lean import PointMajor
 from .model import Chain, State
 from .solvers import Recursive

@@ -1,14 +1,10 @@
-"""Time stepping: the seed's constant-acceleration quantum, RK4, and rollouts with ``lax.scan`` (seed 000 §3, §12.2).
-
-Integrators are objects (``integrator=SeedQuantum()``, ``integrator=RK4()``). Each carries the factor of the PD drift
-correction time constant delta_eps = ``stab_factor`` * dt (seed §12.2 eq. 33 suggests several quanta, ~5); set it to
-None to integrate the exact constraint accelerations without correction.
-"""
+"""Time stepping: ``step`` and rollouts with ``lax.scan`` (seed 000 §3, §12.2), for any integrator of
+:mod:`diffchain.integrators` (the default: RK4 followed by the projection onto the constraints,
+:class:`~diffchain.projection.Projected`)."""
 from __future__ import annotations
 
 import abc
 import operator
-from typing import Callable
 
 import equinox as eqx
 import jax
@@ -16,69 +12,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from .geometry import links
-from .model import Chain, Control, State, _show, check_sizes, runtime_checks
+from .integrators import Integrator
+from .model import Chain, Control, State, check_sizes, runtime_checks
+from .projection import Projected
 from .recursive import KKT_SOLUTION
 from .solvers import Recursive, Solver
-
-
-class Integrator(eqx.Module):
-    """Advances a state by one quantum, given its accelerations ``accel(state)``: a :class:`State`, or any class with
-    fields x, v, t whose x and v add and scale (:class:`diffchain.lean.PointState`)."""
-
-    stab_factor: float | None = 5.0
-
-    def __check_init__(self):
-        f = self.stab_factor
-        if f is None or isinstance(f, jax.core.Tracer) or jnp.ndim(f) != 0:
-            return
-        if not jnp.issubdtype(jnp.result_type(f), jnp.number) or not (float(f) > 0 and float(f) < float("inf")):
-            raise ValueError(f"{type(self).__name__}: stab_factor must be None (no drift correction) or a finite "
-                             f"number > 0 (delta_eps = stab_factor * dt), got {f!r}")
-
-    def stab(self, dt):
-        return None if self.stab_factor is None else self.stab_factor * dt
-
-    def __call__(self, accel: Callable[[State], jax.Array], state: State, dt) -> State:
-        raise NotImplementedError
-
-
-class SeedQuantum(Integrator):
-    """Seed §3 steps 3–4: accelerations constant over the quantum, x += dt v + dt^2 a / 2, v += dt a."""
-
-    def __call__(self, accel, state, dt):
-        a = accel(state)
-        return type(state)(state.x + dt * state.v + 0.5 * dt**2 * a, state.v + dt * a, state.t + dt)
-
-
-class SemiImplicitEuler(Integrator):
-    """Symplectic Euler: v += dt a, x += dt v_new (conserves a shadow energy; cheap)."""
-
-    def __call__(self, accel, state, dt):
-        v = state.v + dt * accel(state)
-        return type(state)(state.x + dt * v, v, state.t + dt)
-
-
-class RK4(Integrator):
-    """Classical fourth-order Runge–Kutta on (x, v), for accuracy studies.
-
-    Its default drift correction is gentler (delta_eps = 50 dt): RK4 itself keeps the constraints to O(dt^4), and a
-    stiff correction would trade energy accuracy for constraint accuracy that is not needed.
-    """
-
-    stab_factor: float | None = 50.0
-
-    def __call__(self, accel, state, dt):
-        def f(x, v, t):
-            return v, accel(type(state)(x, v, t))
-
-        x, v, t = state.x, state.v, state.t
-        k1x, k1v = f(x, v, t)
-        k2x, k2v = f(x + 0.5 * dt * k1x, v + 0.5 * dt * k1v, t + 0.5 * dt)
-        k3x, k3v = f(x + 0.5 * dt * k2x, v + 0.5 * dt * k2v, t + 0.5 * dt)
-        k4x, k4v = f(x + dt * k3x, v + dt * k3v, t + dt)
-        return type(state)(x + dt / 6 * (k1x + 2 * k2x + 2 * k3x + k4x), v + dt / 6 * (k1v + 2 * k2v + 2 * k3v + k4v),
-                           t + dt)
-
 
 
 class Backend(eqx.Module):
@@ -91,7 +29,7 @@ class Backend(eqx.Module):
         """The rollout ``run(chain, state, controls)`` (the one-chain program), in this backend's form."""
 
 def step(chain: Chain, state: State, control: Control, dt, *, solver: Solver = Recursive(),
-         integrator: Integrator = SeedQuantum(), check: bool = True) -> State:
+         integrator: Integrator = Projected(), check: bool = True) -> State:
     """One time quantum of length ``dt``: the functional ``step(model, state, control) -> state``.
 
     Arguments of the wrong type or shape raise at trace time. ``check=True`` also checks that ``dt`` is finite and > 0
@@ -112,8 +50,7 @@ def step(chain: Chain, state: State, control: Control, dt, *, solver: Solver = R
 
 
 def _step(chain, state, control, dt, solver, integrator):
-    stab = integrator.stab(dt)
-    return integrator(lambda s: solver(chain, s, control, stab)[0], state, dt)
+    return integrator.step(chain, state, control, dt, solver)
 
 
 def _describe(obj):
@@ -125,8 +62,9 @@ def _describe(obj):
 def check_arguments(solver, integrator, who: str):
     """TypeError naming ``solver`` or ``integrator`` when it is not a chain :class:`Solver` / :class:`Integrator`."""
     if not isinstance(integrator, Integrator):
-        raise TypeError(f"{who}: integrator must be an Integrator instance: SeedQuantum(), SemiImplicitEuler(), RK4() "
-                        f"(or a subclass of diffchain.integrate.Integrator), got {_describe(integrator)}")
+        raise TypeError(f"{who}: integrator must be an Integrator instance: Projected(), RATTLE(), RK4(), "
+                        f"SemiImplicitEuler(), SeedQuantum() (or a subclass of diffchain.Integrator), got "
+                        f"{_describe(integrator)}")
     if not isinstance(solver, Solver):
         raise TypeError(f"{who}: solver must be a chain solver instance: Recursive() or KKT() (mechanisms take "
                         f"their own solvers), got {_describe(solver)}")
@@ -221,7 +159,7 @@ def _check_dtypes(chain, state, controls, who):
 
 
 def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = None, solver: Solver = Recursive(),
-            integrator: Integrator = SeedQuantum(), checkpoint: int | None = None, check: bool = True,
+            integrator: Integrator = Projected(), checkpoint: int | None = None, check: bool = True,
             backend: Backend | None = None):
     """Simulate from ``state``; returns (final state, trajectory of the states after each step, stacked on axis 0).
 

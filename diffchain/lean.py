@@ -49,8 +49,10 @@ import jax.numpy as jnp
 from .batching import _explicit, batch_form
 from .constraints import slider_rhs
 from .forces import _speed
-from .integrate import RK4, Backend, SeedQuantum, SemiImplicitEuler
+from .integrate import Backend
+from .integrators import RK4, SeedQuantum, SemiImplicitEuler
 from .model import Chain, Control, State
+from .projection import ChainIntegrator
 from .solvers import Recursive
 
 LEAN_MAX = 16  # vmap-ed rollouts of chains up to this many points may take the lean form
@@ -602,14 +604,18 @@ class PointMajor(Backend):
     array form's reverse mode); forward mode is the array form's. The results are the array form's to round-off.
     Outside ``vmap`` the array form runs (its gradient recomputes the forward pass once). It applies to chains of
     point masses (free, guided or on a line; with or without damping and drag) of up to ``LEAN_MAX`` points with the
-    :class:`~diffchain.Recursive` solver, open-loop controls, a policy or none, and ``dt`` and the integrator known
-    at trace time; otherwise :meth:`rollout` raises, and :meth:`supports` says why.
+    :class:`~diffchain.Recursive` solver, a plain integrator (``RK4()``, ``SemiImplicitEuler()``, ``SeedQuantum()``;
+    not the default ``Projected()``), open-loop controls, a policy or none, and ``dt`` and the integrator known at
+    trace time; otherwise :meth:`rollout` raises, and :meth:`supports` says why.
     """
 
     def supports(self, chain: Chain, controls, dt, n_steps, solver, integrator) -> str | None:
         """None where this backend applies, otherwise the reason it does not."""
         if not isinstance(solver, Recursive):
             return f"needs the Recursive solver, got {type(solver).__name__}"
+        if isinstance(integrator, ChainIntegrator):
+            return (f"takes the plain integrators (RK4(), SemiImplicitEuler(), SeedQuantum()), not "
+                    f"{type(integrator).__name__}, which projects onto the constraints: pass integrator=RK4()")
         if chain.has_links:
             return "takes chains of point masses only (this chain has rigid links)"
         if chain.n > LEAN_MAX:

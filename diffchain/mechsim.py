@@ -15,7 +15,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from .integrate import RK4, check_arguments, check_n_steps, dt_checks, finite_check
+from .integrate import check_arguments, check_n_steps, dt_checks, finite_check
+from .integrators import RK4
 from .mechsolvers import (KKT, _as_solver, check_mechanism_state, mechanism_dynamics, mechanism_terms, null_space_basis,
                           rank_info)
 from .model import State, _show, runtime_checks

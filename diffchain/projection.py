@@ -14,7 +14,7 @@ for rigid links, with implicit derivatives) or densely with ``solver=KKT()``. Wi
 projection: velocities v+ = v - M^-1 J^T (J M^-1 J^T)^-1 J v (guided points keep theirs), positions by Newton steps
 x <- x - M^-1 J(x)^T (J(x) M^-1 J(x)^T)^-1 Phi(x). Fixed iteration counts: jit, vmap and grad apply.
 
-Integrators (they need the chain, so they step through :func:`chain_step`, not ``Integrator.__call__``):
+Integrators (they need the chain, so only their ``step(chain, state, control, dt, solver)`` applies):
 
 * :class:`RATTLE` -- the symplectic, second-order constrained Störmer–Verlet scheme (Andersen 1983, J. Comput. Phys.
   52:24; Leimkuhler & Skeel 1994; Hairer, Lubich & Wanner, *Geometric Numerical Integration*, VII.1.4):
@@ -28,14 +28,13 @@ Integrators (they need the chain, so they step through :func:`chain_step`, not `
 from __future__ import annotations
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 
 from .forces import external_forces
 from .geometry import links_c
 from .inertia import chain_link_blocks, mass_matrix, point_mass_blocks
-from .integrate import RK4, Integrator
-from .model import Chain, Control, State
+from .integrators import RK4, Integrator
+from .model import Chain, State
 from .recursive import kkt_solve, link_solve
 from .solvers import KKT, Recursive, Solver, constraint_jacobian
 from .constraints import projector
@@ -128,18 +127,15 @@ def project(chain: Chain, state: State, iterations: int = 2, solver: Solver = Re
 
 
 class ChainIntegrator(Integrator):
-    """An integrator that needs the chain itself (to project onto its constraints): it advances a state by
-    ``chain_step(chain, state, control, dt, solver)``; :func:`chain_step` dispatches to it."""
+    """An integrator that needs the chain itself (to project onto its constraints): only its :meth:`step` applies."""
 
     stab_factor: float | None = None
 
-    def chain_step(self, chain: Chain, state: State, control: Control, dt, solver: Solver) -> State:
-        raise NotImplementedError
-
     def __call__(self, accel, state, dt):
         raise TypeError(f"{type(self).__name__} projects onto the chain's constraints and needs the chain: it steps "
-                        "through diffchain.projection.chain_step(chain, state, control, dt, solver, integrator), not "
-                        "through an acceleration function (mechanisms and the lean batched form cannot take it)")
+                        "through its step(chain, state, control, dt, solver) (diffchain.step, diffchain.rollout), not "
+                        "through an acceleration function (mechanisms and the point-major batched form cannot take "
+                        "it: pass integrator=RK4() there)")
 
 
 class RATTLE(ChainIntegrator):
@@ -151,7 +147,7 @@ class RATTLE(ChainIntegrator):
 
     iterations: int = eqx.field(static=True, default=3)
 
-    def chain_step(self, chain, state, control, dt, solver=Recursive()):
+    def step(self, chain, state, control, dt, solver=Recursive()):
         x, v, h = state.x, state.v, dt
         g, a_w = chain.guided, control.a_w
         F = external_forces(chain, state, control)
@@ -191,30 +187,5 @@ class Projected(ChainIntegrator):
         self.stab_factor = None
         self.base, self.iterations = base, int(iterations)
 
-    def chain_step(self, chain, state, control, dt, solver=Recursive()):
-        stab = self.base.stab(dt)
-        s = self.base(lambda s_: solver(chain, s_, control, stab)[0], state, dt)
-        return project(chain, s, self.iterations, solver)
-
-
-def chain_step(chain: Chain, state: State, control: Control, dt, solver: Solver = Recursive(),
-               integrator: Integrator = RATTLE()) -> State:
-    """One step of any integrator: ``integrator.chain_step`` for a :class:`ChainIntegrator`, else the acceleration
-    form ``integrator(accel, state, dt)`` of :mod:`diffchain.integrate` (accelerations with its PD correction)."""
-    if isinstance(integrator, ChainIntegrator):
-        return integrator.chain_step(chain, state, control, dt, solver)
-    stab = integrator.stab(dt)
-    return integrator(lambda s: solver(chain, s, control, stab)[0], state, dt)
-
-
-def simulate(chain: Chain, state: State, controls, dt, n_steps: int | None = None, *,
-             solver: Solver = Recursive(), integrator: Integrator = RATTLE()):
-    """``lax.scan`` of :func:`chain_step`: (final state, trajectory). ``controls`` as for :func:`diffchain.rollout`
-    (a Control with a time axis, a policy, or None with ``n_steps``); no input checks (see ``rollout``)."""
-    from .integrate import _scan_rollout
-
-    def body(s, u):
-        s = chain_step(chain, s, u, dt, solver, integrator)
-        return s, s
-
-    return _scan_rollout(chain, body, state, controls, n_steps, None, lambda s: s)
+    def step(self, chain, state, control, dt, solver=Recursive()):
+        return project(chain, self.base.step(chain, state, control, dt, solver), self.iterations, solver)

@@ -10,7 +10,7 @@ pendulum (released bent, 10 s each). Columns: max |E - E0| / (g sum m sum l) ove
 its last quarter (secular growth shows as last >> first), the largest and the final rod-length error, the time of the
 first non-finite state, and the cost per step: one chain, jitted, after warm-up (a scan of 10^4 steps, fastest of 3), and per
 chain-step under ``vmap`` of 1024 chains for 1000 steps. All candidates step through
-``diffchain.projection.chain_step`` (the array form); for the plain integrators the lean batched form
+``integrator.step`` (the array form); for the plain integrators the lean batched form
 (``dc.rollout(..., backend=dc.PointMajor())``) is listed in its own column. Writes experiments/results/integrators.md.
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 import diffchain as dc  # noqa: E402
-from diffchain.projection import RATTLE, Projected, chain_step  # noqa: E402
+from diffchain.projection import RATTLE, Projected  # noqa: E402
 
 dc.set_xla_cpu_flags()
 jax.config.update("jax_enable_x64", True)
@@ -68,7 +68,7 @@ def run_case(chain, s0, integrator, dt, n_steps):
     def go(s0):
         def inner(c, _):
             s, dE, rod, ok = c
-            s = chain_step(chain, s, u, dt, dc.Recursive(), integrator)
+            s = integrator.step(chain, s, u, dt, dc.Recursive())
             e = jnp.abs(dc.energy(chain, s) - E0) / scale
             r = dc.constraint_violation(chain, s)[0]
             fin = jnp.all(jnp.isfinite(s.x)) & jnp.all(jnp.isfinite(s.v))
@@ -112,7 +112,7 @@ def cost_one(chain, s0, integrator, dt, steps=10_000):
 
     @jax.jit
     def go(chain, s0):
-        return jax.lax.scan(lambda s, _: (chain_step(chain, s, u, dt, dc.Recursive(), integrator), None), s0, None,
+        return jax.lax.scan(lambda s, _: (integrator.step(chain, s, u, dt, dc.Recursive()), None), s0, None,
                             length=steps)[0]
 
     return _timed(go, chain, s0, repeats=3) / steps
@@ -120,7 +120,7 @@ def cost_one(chain, s0, integrator, dt, steps=10_000):
 
 def cost_vmap(chain, s0, integrator, dt, B=1024, steps=1000, lean=False):
     """Seconds per chain-step under vmap of B chains (starts perturbed) for ``steps`` steps: the array form of
-    ``chain_step``, or ``dc.rollout(..., backend=dc.PointMajor())`` (the lean batched form) with ``lean``."""
+    ``integrator.step``, or ``dc.rollout(..., backend=dc.PointMajor())`` (the lean batched form) with ``lean``."""
     theta = jnp.asarray(np.resize(np.asarray(BENT), chain.n - 1)) + 0.1 * jax.random.normal(
         jax.random.PRNGKey(0), (B, chain.n - 1))
     starts = jax.vmap(lambda th: dc.from_joint_angles(chain, th))(theta)
@@ -130,7 +130,7 @@ def cost_vmap(chain, s0, integrator, dt, B=1024, steps=1000, lean=False):
         if lean:
             return dc.rollout(chain, s0, None, dt, n_steps=steps, integrator=integrator, check=False,
                               backend=dc.PointMajor())[0]
-        return jax.lax.scan(lambda s, _: (chain_step(chain, s, u, dt, dc.Recursive(), integrator), None), s0, None,
+        return jax.lax.scan(lambda s, _: (integrator.step(chain, s, u, dt, dc.Recursive()), None), s0, None,
                             length=steps)[0]
 
     return _timed(jax.jit(jax.vmap(one)), starts, repeats=3) / (B * steps)
@@ -177,7 +177,7 @@ def main():
           "(g Σm Σl); *first/last ¼*: the same over the first and the last quarter of the run (secular growth: last ≫ "
           "first). Rod error: max | |x_{k+1} - x_k| - l_k |, over the run and at its end. *NaN at*: the end of the "
           "first 1000-step chunk with a non-finite state. Cost (fastest of 3 runs: the machine is shared): one chain, `jit` of a 10^4-step scan (per step); "
-          "`vmap` of 1024 chains × 1000 steps (per chain-step), array form of `chain_step`; *lean*: `vmap` of "
+          "`vmap` of 1024 chains × 1000 steps (per chain-step), array form of `integrator.step`; *lean*: `vmap` of "
           "`dc.rollout(..., backend=dc.PointMajor())`, the lean batched form (plain integrators only). "
           "Targets for the default: rod error ≤ 1e-8, dE ≤ 1e-4.\n")
     cases = [(f"5-link pendulum, {N:.0e} steps ({N * dt:g} s)", 5, N, True),

@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 
 import diffchain as dc
-from diffchain.projection import (RATTLE, ChainIntegrator, Projected, chain_step, position_residual, project,
-                                  project_positions, project_velocities, simulate)
+from diffchain.projection import (RATTLE, ChainIntegrator, Projected, position_residual, project, project_positions,
+                                  project_velocities)
 from strategies import consistent_start, make_problem
 
 BENT = (0.3, 0.9, -0.7, 0.5, 0.4)
-DEFAULT = Projected(dc.RK4(stab_factor=None), iterations=1)  # the candidate for the default integrator
+DEFAULT = Projected(dc.RK4(stab_factor=None), iterations=1)  # the default integrator of step and rollout
 
 
 def bent(n_links, **kwargs):
@@ -157,7 +157,7 @@ def test_projection_reaches_the_constraints_and_is_idempotent(chain, state, cont
 def test_recursive_and_dense_steps_agree(chain, state, control):
     """A step of each new integrator with the O(n) recursion and with the dense KKT solve, under random inputs
     (torques, forces, a moving guide, damping, drag)."""
-    step = jax.jit(chain_step, static_argnums=(4, 5))
+    step = jax.jit(lambda c, s, u, dt, solver, integ: integ.step(c, s, u, dt, solver), static_argnums=(4, 5))
     for integ in (DEFAULT, RATTLE()):
         a = step(chain, state, control, 1e-3, dc.Recursive(), integ)
         b = step(chain, state, control, 1e-3, dc.KKT(), integ)
@@ -176,7 +176,7 @@ def run_metrics(chain, s0, integrator, dt, n_steps, chunk=1000):
     def go(s0):
         def inner(c, _):
             s, dE, rod = c
-            s = chain_step(chain, s, u, dt, dc.Recursive(), integrator)
+            s = integrator.step(chain, s, u, dt, dc.Recursive())
             ok = jnp.all(jnp.isfinite(s.x)) & jnp.all(jnp.isfinite(s.v))
             e = jnp.where(ok, jnp.abs(dc.energy(chain, s) - E0) / scale, jnp.inf)
             r = jnp.where(ok, dc.constraint_violation(chain, s)[0], jnp.inf)
@@ -233,8 +233,7 @@ def test_rattle_is_time_reversible_and_second_order():
     chain, s0 = bent(3)
     u = dc.Control(n=chain.n)
     # (n traced: one program per integrator)
-    run = jax.jit(lambda s, dt, integ, n: jax.lax.fori_loop(0, n, lambda i, s: chain_step(chain, s, u, dt,
-                                                                                         dc.Recursive(), integ), s),
+    run = jax.jit(lambda s, dt, integ, n: jax.lax.fori_loop(0, n, lambda i, s: integ.step(chain, s, u, dt, dc.Recursive()), s),
                   static_argnums=2)
     rattle = RATTLE(iterations=6)
 
@@ -276,8 +275,8 @@ def test_moving_guide_slider_and_rigid_links():
                      c=jnp.full(n, float(s0.x[-1, 1])), link_mass=chain.link_mass, link_inertia=chain.link_inertia)
     a_w = jnp.zeros((n, 2)).at[0].set(jnp.array([0.7, -0.3]))
     T = 1000
-    run = jax.jit(lambda a, integ: simulate(chain, s0, dc.Control(a_w=jnp.broadcast_to(a, (T, n, 2))), 1e-3,
-                                            integrator=integ)[1], static_argnums=1)
+    run = jax.jit(lambda a, integ: dc.rollout(chain, s0, dc.Control(a_w=jnp.broadcast_to(a, (T, n, 2))), 1e-3,
+                                              integrator=integ, check=False)[1], static_argnums=1)
     scale = chain.g * (jnp.sum(chain.m) + jnp.sum(chain.link_mass)) * jnp.sum(chain.l)
     for integ in (DEFAULT, RATTLE(iterations=6)):  # (RATTLE's position solve converged: 6 iterations)
         traj = run(a_w, integ)
@@ -305,7 +304,7 @@ def test_gradients_match_central_differences(integ, mode):
     def loss(theta, tau, l):
         chain = dc.cart_chain(3, length=l)
         s0 = dc.from_joint_angles(chain, theta)
-        final, _ = simulate(chain, s0, dc.Control(tau=tau), 2e-3, integrator=integ)
+        final, _ = dc.rollout(chain, s0, dc.Control(tau=tau), 2e-3, integrator=integ, check=False)
         return jnp.sum(jnp.sin(final.x)) + 0.3 * jnp.sum(final.v**2)
 
     flat0, unravel = jax.flatten_util.ravel_pytree(args)
@@ -331,7 +330,7 @@ def test_vmap_matches_one_by_one():
 
     def run(theta, l, integ):
         chain = dc.pendulum(3, length=l)
-        return simulate(chain, dc.from_joint_angles(chain, theta), None, 1e-3, 200, integrator=integ)[0]
+        return dc.rollout(chain, dc.from_joint_angles(chain, theta), None, 1e-3, n_steps=200, integrator=integ, check=False)[0]
 
     one_by_one = jax.jit(run, static_argnums=2)
     for integ in (DEFAULT, RATTLE()):
@@ -352,3 +351,14 @@ def test_chain_integrators_refuse_the_acceleration_form():
     with pytest.raises(TypeError, match="plain Integrator"):
         Projected(RATTLE())
     assert position_residual(chain, s0.x)[0].shape == (2,)
+
+
+def test_step_and_rollout_default_to_rk4_with_projection():
+    import inspect
+
+    for f in (dc.step, dc.rollout):
+        assert inspect.signature(f).parameters["integrator"].default == DEFAULT
+    with pytest.raises(ValueError, match="PointMajor.*integrator=RK4"):
+        chain, s0 = bent(3)
+        jax.vmap(lambda s: dc.rollout(chain, s, None, 1e-3, n_steps=3, backend=dc.PointMajor()))(
+            jax.tree.map(lambda a: a[None], s0))

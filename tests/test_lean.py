@@ -16,6 +16,7 @@ DT, T = 1e-3, 40
 
 
 def point_major(*args, **kwargs):
+    kwargs.setdefault("integrator", dc.SeedQuantum())  # (the default, Projected(), has no point-major form)
     return dc.rollout(*args, backend=dc.PointMajor(), **kwargs)
 
 
