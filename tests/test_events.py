@@ -420,7 +420,7 @@ def test_exhausted_budget_finishes_with_a_plain_quantum():
     u = dc.Control(tau=jnp.array([0.5, -1.0, 0.3, 0.0]))
     out, rep = jax.jit(lambda e: dc.event_step(chain, events, e, u, DT))(dc.EventState(state))
     assert bool(rep.exhausted) and int(rep.slots) == 3 and int(rep.halvings) == 1 and int(rep.events) == 0
-    ref = dc.step(chain, state, u, DT)
+    ref = dc.step(chain, state, u, DT, integrator=dc.SeedQuantum())
     np.testing.assert_allclose(out.state.x, ref.x, rtol=0, atol=1e-15)
     np.testing.assert_allclose(out.state.v, ref.v, rtol=0, atol=1e-13)
     assert float(out.state.t) == float(state.t) + DT and bool(out.fresh)
