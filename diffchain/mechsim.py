@@ -17,6 +17,7 @@ import jax.numpy as jnp
 
 from .integrate import check_arguments, check_n_steps, dt_checks, finite_check
 from .integrators import RK4
+from .projection import ChainIntegrator
 from .mechsolvers import (KKT, _as_solver, check_mechanism_state, mechanism_dynamics, mechanism_terms, null_space_basis,
                           rank_info)
 from .model import State, _show, runtime_checks
@@ -36,6 +37,9 @@ def mechanism_rollout(mech, state: State, dt, n_steps: int, *, tau=None, integra
     """
     who = "mechanism_rollout"
     check_arguments(Recursive(), integrator, who)
+    if isinstance(integrator, ChainIntegrator):
+        raise TypeError(f"{who}: integrator must be a plain integrator (RK4(), SemiImplicitEuler(), SeedQuantum()): "
+                        f"{type(integrator).__name__} projects onto a chain's constraints, not a mechanism's")
     solver = _as_solver(solver, who)
     check_mechanism_state(mech, state, who)
     n_steps = check_n_steps(n_steps, who)

@@ -155,7 +155,7 @@ CASES = [
      "rollout: n_steps=5 must be a multiple of checkpoint=2", S),
     # rollout: integrator and solver
     ("integrator str", lambda x: roll(state=dc.State(x), integrator="rk4"), (S0.x,), TypeError,
-     "rollout: integrator must be an Integrator instance: SeedQuantum", T),
+     "rollout: integrator must be an Integrator instance: Projected", T),
     ("integrator class", lambda x: roll(state=dc.State(x), integrator=dc.RK4), (S0.x,), TypeError,
      r"rollout: integrator must be an Integrator .* the class RK4 \(pass an instance", T),
     ("solver str", lambda x: roll(state=dc.State(x), solver="kkt"), (S0.x,), TypeError,
@@ -209,6 +209,8 @@ CASES = [
     ("mechanism tau steps", lambda tau: mech_roll(tau, n_steps=2), (jnp.zeros((3, 1)),), ValueError,
      r"mechanism_rollout: tau must be None.*got shape \(3, 1\)", S),
     ("mechanism tau nan", lambda tau: mech_roll(tau), (a(NAN),), ValueError, "mechanism_rollout: tau must be finite", V),
+    ("mechanism integrator projected", lambda dt: mech_roll(dt=dt, integrator=dc.Projected()), (sc(DT),), TypeError,
+     "mechanism_rollout: integrator must be a plain integrator", T),
     ("mechanism dt zero", lambda dt: mech_roll(dt=dt), (sc(0.0),), ValueError,
      "mechanism_rollout: dt must be finite and > 0", V),
     ("mechanism n_steps", lambda dt: mech_roll(dt=dt, n_steps=-2), (sc(DT),), ValueError,
