@@ -12,8 +12,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).parent.parent
 DOCS = ROOT / "docs"
-# the user documentation: every page but the development notes (a diary of measurements, no runnable examples)
-PAGES = sorted(p for p in DOCS.rglob("*.md") if p.relative_to(DOCS).as_posix() != "dev/notes.md")
+PAGES = sorted(DOCS.rglob("*.md"))  # the documentation: every page
 
 
 def _blocks(path):
