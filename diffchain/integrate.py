@@ -28,6 +28,7 @@ class Backend(eqx.Module):
     def rollout(self, run, chain: Chain, state: State, controls, *, dt, n_steps, solver, integrator):
         """The rollout ``run(chain, state, controls)`` (the one-chain program), in this backend's form."""
 
+
 def step(chain: Chain, state: State, control: Control, dt, *, solver: Solver = Recursive(),
          integrator: Integrator = Projected(), check: bool = True) -> State:
     """One time quantum of length ``dt``: the functional ``step(model, state, control) -> state``.

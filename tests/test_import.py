@@ -33,7 +33,8 @@ SNAPSHOT = textwrap.dedent("""
     print(json.dumps({"same": {k: before[k] == after[k] for k in before},
                       "diff_environ": sorted(set(after["environ"].items()) ^ set(before["environ"].items())),
                       "diff_config": sorted(set(after["config"].items()) ^ set(before["config"].items())),
-                      "diff_rules": {k: sorted(set(after["rules"][k]) ^ set(before["rules"][k])) for k in before["rules"]},
+                      "diff_rules": {k: sorted(set(after["rules"][k]) ^ set(before["rules"][k]))
+                                     for k in before["rules"]},
                       "raised": [raised_before, raised_after], "xla_flags": os.environ.get("XLA_FLAGS")}))
 """)
 
