@@ -53,7 +53,7 @@ from .detection import _angles, _ends_beyond, _quantum, detect, limit_arc, onto_
 from .eventstate import EventState, Events, StepReport, _cache, _none, check_event_state
 from .geometry import _pad_diff, joint_accelerations, joint_velocities, links, wrap_angle
 from .inertia import mass_matrix
-from .model import Chain, Control, State, check_sizes
+from .model import Chain, Control, State, check_sizes, runtime_checks
 from .recursive import FUSED_MAX
 
 
@@ -495,9 +495,20 @@ def event_rollout(chain: Chain, events: Events, es: EventState, controls, dt, *,
     them). The start is validated by :func:`check_event_state` unless ``check=False`` (e.g. to study drift on
     purpose).
     """
-    from .integrate import _scan_rollout
+    from .integrate import _check_controls, _describe, _scan_rollout, check_n_steps, control_checks, dt_checks
 
-    check_sizes(chain, es.state, controls, "event_rollout")
+    who = "event_rollout"
+    if not isinstance(solver, ActiveSolver):
+        raise TypeError(f"{who}: solver must be an active-joint solver instance: ActiveRecursive() or ActiveKKT(), "
+                        f"got {_describe(solver)}")
+    if not isinstance(es, EventState):
+        raise TypeError(f"{who}: es must be a diffchain.EventState (e.g. dc.EventState(state)), got {_describe(es)}")
+    n_steps = check_n_steps(n_steps, who)
+    check_sizes(chain, es.state, controls, who)
+    controls = _check_controls(chain, controls, n_steps, who)
+    pending = dt_checks(dt, who, check) + (control_checks(controls, who, check) if isinstance(controls, Control) else [])
+    if pending:
+        es = eqx.tree_at(lambda e: e.state.x, es, runtime_checks((es.state.x,), pending)[0])
     es = check_event_state(chain, events, es) if check else es
     es = eqx.tree_at(lambda e: e.fresh, es, jnp.zeros_like(es.fresh))  # the cache may come from another chain or dt
     if controls is None:  # zero input: the cached control is set to it once and passed as each quantum's control, so

@@ -26,6 +26,14 @@ def roll(chain=CHAIN, state=S0, controls=None, dt=DT, n_steps=1, **kw):
     return dc.rollout(chain, state, controls, dt, n_steps=n_steps, **kw)[0].x
 
 
+EVENTS = dc.Events(CHAIN.n, ground=-10.0)
+
+
+def ev_roll(es=None, controls=None, dt=DT, n_steps=1, **kw):
+    es = dc.EventState(S0) if es is None else es
+    return dc.event_rollout(CHAIN, EVENTS, es, controls, dt, n_steps=n_steps, **kw)[0].state.x
+
+
 def four_bar():
     mb = dc.MechanismBuilder(g=9.81)
     mb.ground("O", (0.0, 0.0)), mb.ground("A", (3.0, 0.0))
@@ -204,6 +212,18 @@ CASES = [
     ("forward_dynamics solver", lambda x: dc.forward_dynamics(CHAIN, dc.State(x), solver=dc.KKT), (S0.x,), TypeError,
      "forward_dynamics: solver must be a chain solver", T),
     # mechanisms
+    # event rollouts
+    ("event dt zero", lambda dt: ev_roll(dt=dt), (sc(0.0),), ValueError, "event_rollout: dt must be finite and > 0", V),
+    ("event dt nan", lambda dt: ev_roll(dt=dt), (sc(NAN),), ValueError, "event_rollout: dt must be finite and > 0", V),
+    ("event n_steps negative", lambda dt: ev_roll(dt=dt, n_steps=-1), (sc(DT),), ValueError,
+     "event_rollout: n_steps must be", S),
+    ("event solver", lambda dt: ev_roll(dt=dt, solver=dc.Recursive()), (sc(DT),), TypeError,
+     "event_rollout: solver must be an active-joint solver", T),
+    ("event state type", lambda x: ev_roll(es=dc.State(x)), (S0.x,), TypeError, "event_rollout: es must be", T),
+    ("event controls no time axis", lambda tau: ev_roll(controls=dc.Control(tau=tau)), (jnp.zeros(3),), ValueError,
+     "event_rollout: controls must carry a leading time axis", S),
+    ("event controls nan", lambda tau: ev_roll(controls=dc.Control(tau=tau)), (jnp.full((1, 3), NAN),), ValueError,
+     "event_rollout: the control's tau must be finite", V),
     ("mechanism tau length", lambda tau: mech_roll(tau), (a(0.5, 0.2),), ValueError,
      r"mechanism_rollout: tau must be None, one torque per motor \(n_motors,\) = \(1,\)", S),
     ("mechanism tau steps", lambda tau: mech_roll(tau, n_steps=2), (jnp.zeros((3, 1)),), ValueError,
