@@ -1,44 +1,272 @@
-"""Task environments: batched and jitted, and a controller designed on the textbook model balances the chain model."""
+"""Environments: the Gymnasium presets step for step against Gymnasium's own code, gymnax's API under jit and vmap
+(auto-reset, batched params), the Brax adapter, the seed's tasks batched, and a controller designed on the textbook
+model that balances the chain model."""
+import functools
+import importlib.util
+import math
+import os
+import pathlib
+import subprocess
+import sys
+
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
-from diffchain.envs import TASKS, CartPoleBalance, PendulumSwingUp
+from diffchain import envs
+from diffchain.envs import TASKS, BraxEnv, CartPoleBalance
+
+ROOT = pathlib.Path(__file__).parent.parent
+needs_gym = pytest.mark.skipif(importlib.util.find_spec("gymnasium") is None, reason="gymnasium not installed")
+RTOL, ATOL = 1e-10, 1e-12  # Gymnasium computes in float64
 
 
-def _batch_run(env, n_envs=4096, n_steps=5):
-    keys = jax.random.split(jax.random.PRNGKey(0), n_envs)
-    state, obs = jax.vmap(env.reset)(keys)
-    step = jax.jit(jax.vmap(env.step))
-    key = jax.random.PRNGKey(1)
-    for _ in range(n_steps):
-        key, sub = jax.random.split(key)
-        action = jax.random.uniform(sub, (n_envs, env.action_size), minval=env.low, maxval=env.high)
-        state, obs, reward, done = step(state, action)
-    return state, obs, reward, done
+# ------------------------------------------------------------------------------------------ Gymnasium, step for step
+
+def _cartpole_actions(rng, s, episode):
+    # odd episodes balance (a linear rule, 10 % random actions) until truncated; even ones are random
+    if episode % 2 and rng.random() > 0.1:
+        return int(np.dot([0.1, 0.3, 1.0, 0.5], s) > 0)
+    return int(rng.integers(2))
+
+
+def _acrobot_actions(rng, s, episode):
+    # even episodes pump energy (torque with the elbow's rate, 30 % random) until the tip is up: termination;
+    # odd ones mostly hold still (zero torque, 20 % random): truncation after 500 steps
+    if episode % 2:
+        return int(rng.integers(3)) if rng.random() < 0.2 else 1
+    return int(rng.integers(3)) if rng.random() < 0.3 else (2 if s[3] > 0 else 0)
+
+
+def _pendulum_actions(rng, s, episode):
+    return np.array([rng.uniform(-3.0, 3.0)])  # beyond the bounds too: Gymnasium clips
+
+
+def _pendulum_start(rng):
+    return np.array([rng.uniform(-12.0, 12.0), rng.uniform(-9.0, 9.0)])  # unwrapped angles, rates to be clipped
+
+
+CASES = {"CartPole-v1": (_cartpole_actions, None, 1500), "Acrobot-v1": (_acrobot_actions, None, 1300),
+         "Pendulum-v1": (_pendulum_actions, _pendulum_start, 600)}
+
+
+@needs_gym
+@pytest.mark.parametrize("name", list(CASES))
+def test_preset_matches_gymnasium_step_for_step(name):
+    """From the same state (Gymnasium's ``env.unwrapped.state`` set to ours before every step), the same action:
+    the same next state (<= 1e-10 relative), observation (Gymnasium's float32 cast, bit for bit), reward,
+    terminated and truncated (Gymnasium's TimeLimit), over whole episodes of random actions."""
+    import gymnasium as gym
+
+    policy, start, n_steps = CASES[name]
+    env, params = envs.make(name)
+    step = jax.jit(env.step_env)
+    genv = gym.make(name)
+    rng = np.random.default_rng(0)
+    key = jax.random.PRNGKey(0)
+    counts = {"terminated": 0, "truncated": 0}
+    state, episode = None, -1
+    for i in range(n_steps):
+        if state is None:
+            episode += 1
+            key, k = jax.random.split(key)
+            obs, state = env.reset(k, params)
+            if start is not None and episode % 2:  # every second Pendulum episode from a wide start
+                state = envs.GymState(jnp.asarray(start(rng)), state.steps)
+            genv.reset(seed=i)
+        s0 = np.array(state.s, dtype=np.float64)
+        genv.unwrapped.state = s0.copy()
+        a = policy(rng, s0, episode)
+        g_obs, g_reward, g_term, g_trunc, _ = genv.step(a)
+        key, k = jax.random.split(key)
+        obs, state, reward, done, info = step(k, state, jnp.asarray(a), params)
+        np.testing.assert_allclose(np.asarray(state.s), np.asarray(genv.unwrapped.state, np.float64), rtol=RTOL,
+                                   atol=ATOL, err_msg=f"{name} step {i}")
+        np.testing.assert_array_equal(np.asarray(obs, np.float32), g_obs, err_msg=f"{name} step {i}")
+        np.testing.assert_allclose(float(reward), g_reward, rtol=1e-12, atol=0, err_msg=f"{name} step {i}")
+        assert (bool(info["terminated"]), bool(info["truncated"])) == (g_term, g_trunc), f"{name} step {i}"
+        assert bool(done) == (g_term or g_trunc)
+        counts["terminated"] += g_term
+        counts["truncated"] += g_trunc
+        if g_term or g_trunc:
+            state = None
+    # the episodes ended both ways where the task has both
+    assert counts["truncated"] >= 1 and (name == "Pendulum-v1" or counts["terminated"] >= 2), counts
+
+
+@needs_gym
+def test_cartpole_params_vary_under_vmap_as_gymnasiums_attributes():
+    """A batch of CartPole-v1 params (g, masses, half-length, force) stepped in one vmap: each element is Gymnasium's
+    CartPoleEnv with those attributes set, from the same state; also the semi-implicit update rule."""
+    from gymnasium.envs.classic_control.cartpole import CartPoleEnv
+
+    rng = np.random.default_rng(1)
+    n = 6
+    g, m_c, m_p, l, F = (rng.uniform(lo, hi, n) for lo, hi in ((5, 15), (0.5, 2), (0.05, 0.5), (0.2, 1), (5, 20)))
+    for integrator in ("euler", "semi-implicit"):
+        env, params = envs.make("CartPole-v1", kinematics_integrator=integrator)
+        batch = jax.vmap(lambda *v: params.replace(g=v[0], m_c=v[1], m_p=v[2], l=v[3], force_mag=v[4]))(g, m_c, m_p,
+                                                                                                      l, F)
+        s = rng.uniform(-0.2, 0.2, (n, 4))
+        actions = rng.integers(2, size=n)
+        state = envs.GymState(jnp.asarray(s), jnp.zeros(n, jnp.int32))
+        obs, new, reward, done, info = jax.jit(jax.vmap(env.step_env))(jax.random.split(jax.random.PRNGKey(0), n),
+                                                                      state, jnp.asarray(actions), batch)
+        for i in range(n):
+            ref = CartPoleEnv()
+            ref.kinematics_integrator = integrator
+            ref.gravity, ref.masscart, ref.masspole, ref.length, ref.force_mag = g[i], m_c[i], m_p[i], l[i], F[i]
+            ref.total_mass, ref.polemass_length = m_p[i] + m_c[i], m_p[i] * l[i]
+            ref.state = s[i].copy()
+            ref.step(int(actions[i]))
+            np.testing.assert_allclose(np.asarray(new.s[i]), ref.state, rtol=RTOL, atol=ATOL, err_msg=integrator)
+
+
+# ------------------------------------------------------------------------------------------ gymnax's API
+
+def test_gymnax_api_under_jit_and_vmap_with_auto_reset():
+    """As gymnax's README: ``jax.jit(env.step)``, ``jax.vmap(env.step, in_axes=(0, 0, 0, None))``. A batched step is
+    each element's step; where an episode ends (termination or truncation), the state and observation are a fresh
+    episode's from the key split off the step's key, reward and info the ending step's (Gymnasium's rule: +1 on the
+    terminating step)."""
+    env, params = envs.make("CartPole-v1")
+    n = 8
+    keys = jax.random.split(jax.random.PRNGKey(0), n)
+    obs, state = jax.vmap(env.reset, in_axes=(0, None))(keys, params)
+    assert obs.shape == (n, 4) and float(jnp.max(jnp.abs(obs))) <= 0.05 and env.num_actions == 2
+    # element 0 about to leave the track, element 1 at its last step
+    s = state.s.at[0].set(jnp.array([2.399, 1.0, 0.0, 0.0]))
+    state = envs.GymState(s, state.steps.at[1].set(params.max_steps - 1))
+    actions = jnp.arange(n) % 2
+    vstep = jax.jit(jax.vmap(env.step, in_axes=(0, 0, 0, None)))
+    step = jax.jit(env.step)
+    b_obs, b_state, b_reward, b_done, b_info = vstep(keys, state, actions, params)
+    assert b_obs.shape == (n, 4) and b_reward.shape == b_done.shape == (n,)
+    for i in range(n):
+        one = step(keys[i], jax.tree.map(lambda a: a[i], state), actions[i], params)
+        for b, o in zip(jax.tree.leaves((b_obs, b_state, b_reward, b_done, b_info)), jax.tree.leaves(one)):
+            np.testing.assert_allclose(b[i], o, rtol=1e-12, atol=1e-15)
+    assert b_done.tolist() == [True, True] + [False] * (n - 2)
+    assert b_info["terminated"].tolist() == [True] + [False] * (n - 1)
+    assert b_info["truncated"].tolist() == [False, True] + [False] * (n - 2)
+    assert b_info["discount"].tolist() == [0.0] + [1.0] * (n - 1)
+    assert b_reward.tolist() == [1.0] * n
+    for i in (0, 1):  # reset: the fresh episode of the split-off key
+        fresh_obs, fresh = env.reset(jax.random.split(keys[i])[1], params)
+        np.testing.assert_array_equal(b_obs[i], fresh_obs)
+        np.testing.assert_array_equal(b_state.s[i], fresh.s)
+        assert int(b_state.steps[i]) == 0 and float(jnp.max(jnp.abs(b_obs[i]))) <= 0.05
+    # the others moved on by one explicit Euler step of Gymnasium's equations (x' += dt x'')
+    assert b_state.steps[2:].tolist() == [1] * (n - 2)
+    np.testing.assert_allclose(b_state.s[2:, 0], s[2:, 0] + 0.02 * s[2:, 1], rtol=1e-14)
+    # params left out: the defaults
+    np.testing.assert_array_equal(step(keys[3], jax.tree.map(lambda a: a[3], state), actions[3])[0], b_obs[3])
+
+
+def test_spaces_params_and_bad_input():
+    env, params = envs.make("Pendulum-v1")
+    space = env.action_space(params)
+    assert space.shape == (1,) and float(space.high[0]) == 2.0 and env.observation_space(params).shape == (3,)
+    assert bool(space.contains(space.sample(jax.random.PRNGKey(0))))
+    assert envs.make("Acrobot-v1")[0].action_space().n == 3 and float(params.g) == 10.0 and int(params.max_steps) == 200
+    assert float(params.replace(g=9.81, max_steps=100).g) == 9.81
+    with pytest.raises(ValueError, match="unknown parameter 'gravity'"):
+        params.replace(gravity=9.81)
+    with pytest.raises(ValueError, match="make: name must be one of CartPole-v1, .*got 'CartPole-v0'"):
+        envs.make("CartPole-v0")
+    obs, state = env.reset(jax.random.PRNGKey(0))
+    with pytest.raises(ValueError, match=r"Pendulum-v1.step: action must have shape \(1,\), got shape \(2,\)"):
+        env.step(jax.random.PRNGKey(0), state, jnp.zeros(2))
+    cart, _ = envs.make("CartPole-v1")
+    obs, state = cart.reset(jax.random.PRNGKey(0))
+    with pytest.raises(ValueError, match=r"CartPole-v1.step: action must be 0 \(push left\) or 1 \(push right\), "
+                                         r"got 2"):
+        cart.step(jax.random.PRNGKey(0), state, 2)
+
+
+def test_brax_adapter_is_the_functional_step():
+    """``BraxEnv``: reset(rng) -> State, step(state, action) -> State; each step is the functional ``step_env`` with
+    the key split off ``info["rng"]``; ``auto_reset=True`` makes it the gymnax ``step``."""
+    env, params = envs.make("CartPole-v1")
+    edge = envs.GymState(jnp.array([2.399, 1.0, 0.0, 0.0]), jnp.asarray(0, jnp.int32))  # leaves the track next step
+
+    def run(rng):  # both adapters and the functional API, one compiled program
+        out = []
+        for auto in (False, True):
+            brax = BraxEnv(env, params, auto_reset=auto)
+            first = brax.reset(rng)
+            state = brax.step(first.replace(pipeline_state=edge), 1)
+            ref_reset = env.reset(jax.random.split(rng)[1], params)
+            key = jax.random.split(first.info["rng"])[1]
+            ref = (env.step if auto else env.step_env)(key, edge, 1, params)
+            out.append((first, state, ref_reset, ref))
+        return out
+
+    assert BraxEnv(env).observation_size == 4 and BraxEnv(env).action_size == 2
+    for auto, (first, state, (obs0, _), (obs, ref, reward, done, info)) in zip((False, True),
+                                                                               jax.jit(run)(jax.random.PRNGKey(0))):
+        np.testing.assert_array_equal(first.obs, obs0)
+        assert float(first.reward) == 0.0 and float(first.done) == 0.0
+        np.testing.assert_array_equal(state.obs, obs)
+        np.testing.assert_array_equal(state.pipeline_state.s, ref.s)
+        assert float(state.done) == 1.0 and float(state.reward) == 1.0 and float(state.info["truncation"]) == 0.0
+        np.testing.assert_array_equal(state.info["rng"], jax.random.split(first.info["rng"])[0])
+        assert (float(jnp.abs(state.obs[0])) <= 0.05) == auto  # reset, or past the edge of the track
+
+
+# ------------------------------------------------------------------------------------------ the seed's tasks
+
+N_BATCH = 64
+
+
+@functools.lru_cache(maxsize=None)
+def _task(name):
+    """A seed task, its batched step (params batched too) and its one-environment step, each compiled once."""
+    env = TASKS[name]()
+    return env, jax.jit(jax.vmap(env.step_env)), jax.jit(env.step_env)
+
+
+def _batch_params(env, name):
+    params = jax.tree.map(lambda x: jnp.broadcast_to(x, (N_BATCH, *x.shape)), env.default_params)
+    if name == "Weightlifting":  # physical parameters vary along the batch
+        params = params.replace(payload=jnp.linspace(0.5, 2.0, N_BATCH))
+    return params
 
 
 def test_random_action_batches_run_jitted():
-    for name, cls in TASKS.items():
-        env = cls()
-        state, obs, reward, done = _batch_run(env)
-        assert obs.shape[0] == 4096 and reward.shape == (4096,) and done.shape == (4096,)
+    """Every seed task, 64 copies (their params batched), 5 random steps of ``jax.vmap(env.step_env)``."""
+    for name in TASKS:
+        env, step, _ = _task(name)
+        params = _batch_params(env, name)
+        keys = jax.random.split(jax.random.PRNGKey(0), N_BATCH)
+        obs, state = jax.vmap(env.reset)(keys, params)
+        space = env.action_space()
+        for t in range(5):
+            keys = jax.random.split(jax.random.PRNGKey(t + 1), N_BATCH)
+            obs, state, reward, done, info = step(keys, state, jax.vmap(space.sample)(keys), params)
+        assert obs.shape[0] == N_BATCH and reward.shape == (N_BATCH,) and done.shape == (N_BATCH,)
         assert bool(jnp.all(jnp.isfinite(obs))), name
-        assert int(state.steps[0]) == 5
+        assert int(state.steps[0]) == 5 and not bool(jnp.any(done)), name
 
 
 def test_a_batched_step_is_each_environments_step():
-    # under vmap a plain point-mass chain (the pendulum, the weightlifting arm) steps by diffchain.lean, the others
-    # by the vmap of the one-chain program: either way each environment's own step, to round-off
-    for name, cls in TASKS.items():
-        env = cls()
-        state, _ = jax.vmap(env.reset)(jax.random.split(jax.random.PRNGKey(2), 8))
-        action = jax.random.uniform(jax.random.PRNGKey(3), (8, env.action_size), minval=env.low, maxval=env.high)
-        batched = jax.jit(jax.vmap(env.step))(state, action)
-        for i in (0, 5):
-            one = jax.jit(lambda s, a: env.step(s, a))(jax.tree.map(lambda a: a[i], state), action[i])
+    """Under vmap a plain point-mass chain (the pendulum, the weightlifting arm) steps by diffchain.lean's point-major
+    program, not by the vmap of the one-chain program (as the other tasks do, which vmap itself guarantees): each
+    element is still the environment's own step, also with the physical parameters batched (the payload)."""
+    for name in ("PendulumSwingUp", "Weightlifting"):
+        env, batched_step, one_step = _task(name)
+        assert env.backend is not None
+        params = _batch_params(env, name)
+        keys = jax.random.split(jax.random.PRNGKey(2), N_BATCH)
+        _, state = jax.vmap(env.reset)(keys, params)
+        action = jax.vmap(env.action_space().sample)(jax.random.split(jax.random.PRNGKey(3), N_BATCH))
+        batched = batched_step(keys, state, action, params)
+        for i in (0, 45):
+            pick = lambda a: a[i]  # noqa: E731
+            one = one_step(keys[i], jax.tree.map(pick, state), action[i], jax.tree.map(pick, params))
             for b, o in zip(jax.tree.leaves(batched), jax.tree.leaves(one)):
-                np.testing.assert_allclose(b[i], o, rtol=1e-5, atol=1e-5, err_msg=name)
+                np.testing.assert_allclose(b[i], o, rtol=1e-10, atol=1e-12, err_msg=name)
 
 
 def _lqr_gain(A, B, Q, R, dt, iters=5000):
@@ -68,17 +296,19 @@ def test_lqr_from_the_textbook_linearisation_balances_the_cart_pole():
     B[3, 0] = -1.0 / (M * den)
     B[1, 0] = (1.0 + m_p * l / (M * den)) / M
     env = CartPoleBalance(max_steps=500)
+    params = env.default_params
     K = jnp.asarray(_lqr_gain(A, B, np.diag([1.0, 1.0, 10.0, 1.0]), np.array([[0.1]]), env.dt))
 
     def episode(key):
-        state, obs = env.reset(key)
+        obs, state = env.reset(key, params)
 
         def body(carry, _):
             state, obs, alive = carry
-            state, obs, reward, done = env.step(state, -K @ obs[jnp.array([0, 2, 1, 3])])  # obs = (q, q')
-            return (state, obs, alive & ~env.failed(*env.to_q(state.sim))), None
+            # step_env: no reset at the end of the episode (obs = (q, q'))
+            obs, state, reward, done, info = env.step_env(key, state, -K @ obs[jnp.array([0, 2, 1, 3])], params)
+            return (state, obs, alive & ~info["terminated"]), None
 
-        (state, obs, alive), _ = jax.lax.scan(body, (state, obs, jnp.asarray(True)), length=env.max_steps)
+        (state, obs, alive), _ = jax.lax.scan(body, (state, obs, jnp.asarray(True)), length=500)
         return alive, obs
 
     alive, final = jax.jit(jax.vmap(episode))(jax.random.split(jax.random.PRNGKey(3), 256))
@@ -89,10 +319,24 @@ def test_lqr_from_the_textbook_linearisation_balances_the_cart_pole():
 def test_open_loop_pendulum_is_too_weak_to_lift_directly():
     """Seed §13.1: the maximal torque 0.225 < m g l = 1, so holding tau_max from hanging never gets the tip above the
     pivot's level... but it does raise it: tip height increases first (a check of the sign of the torque)."""
-    env = PendulumSwingUp()
-    state, obs = env.reset(jax.random.PRNGKey(0))
+    env, _, step = _task("PendulumSwingUp")
+    params = env.default_params
+    obs, state = env.reset(jax.random.PRNGKey(0))
     heights = []
     for _ in range(10):
-        state, obs, reward, done = env.step(state, jnp.array([0.225]))
+        obs, state, reward, done, info = step(jax.random.PRNGKey(1), state, jnp.array([0.225]), params)
         heights.append(float(state.sim.x[1, 1] - state.sim.x[0, 1]))
     assert heights[0] > -1.0 and max(heights) < 0.0
+    assert math.isclose(float(reward), heights[-1], rel_tol=1e-9)  # reward cos(theta from the upright) = height
+
+
+# ------------------------------------------------------------------------------------------ the training example
+
+def test_train_policy_example_runs_quick():
+    """The example's pipeline end to end (2 seeds, 3 iterations, short episodes; its compile with XLA's light
+    optimisation, as the rest of the suite)."""
+    run = subprocess.run([sys.executable, str(ROOT / "experiments" / "train_policy.py"), "--quick"],
+                         capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "JAX_DISABLE_MOST_OPTIMIZATIONS": "1"})
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "random policy" in run.stdout
