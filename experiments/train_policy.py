@@ -36,12 +36,13 @@ ENV, PARAMS = envs.make("CartPole-v1")
 N_OBS, N_ACT = 4, ENV.num_actions
 
 
-def act(theta, obs):
+def act(theta, key, obs, random):
+    """The linear policy's action, or a uniformly random one where ``random``."""
     W, b = theta[: N_OBS * N_ACT].reshape(N_OBS, N_ACT), theta[N_OBS * N_ACT:]
-    return jnp.argmax(obs @ W + b)
+    return jnp.where(random, jax.random.randint(key, (), 0, N_ACT), jnp.argmax(obs @ W + b))
 
 
-def episode_return(policy, key, horizon):
+def episode_return(theta, random, key, horizon):
     """Undiscounted return of one episode (``step_env``: rewards counted until the episode ends)."""
     k0, k1 = jax.random.split(key)
     obs, state = ENV.reset(k0, PARAMS)
@@ -49,7 +50,7 @@ def episode_return(policy, key, horizon):
     def body(carry, k):
         obs, state, alive, total = carry
         ka, ks = jax.random.split(k)
-        obs, state, reward, done, _ = ENV.step_env(ks, state, policy(ka, obs), PARAMS)
+        obs, state, reward, done, _ = ENV.step_env(ks, state, act(theta, ka, obs, random), PARAMS)
         return (obs, state, alive & ~done, total + jnp.where(alive, reward, 0.0)), None
 
     carry = (obs, state, jnp.asarray(True), jnp.zeros(()))
@@ -57,15 +58,10 @@ def episode_return(policy, key, horizon):
     return total
 
 
-def score(theta, key, episodes, horizon):
+def score(theta, random, key, episodes, horizon):
+    """Mean return over ``episodes`` episodes."""
     keys = jax.random.split(key, episodes)
-    return jnp.mean(jax.vmap(lambda k: episode_return(lambda _, o: act(theta, o), k, horizon))(keys))
-
-
-def random_score(key, episodes, horizon):
-    keys = jax.random.split(key, episodes)
-    rand = lambda k, o: jax.random.randint(k, (), 0, N_ACT)  # noqa: E731
-    return jnp.mean(jax.vmap(lambda k: episode_return(rand, k, horizon))(keys))
+    return jnp.mean(jax.vmap(lambda k: episode_return(theta, random, k, horizon))(keys))
 
 
 def make_train(args, horizon):
@@ -78,19 +74,20 @@ def make_train(args, horizon):
         eps = jax.random.normal(k_eps, (args.pop // 2, n_par))
         eps = jnp.concatenate([eps, -eps])
         # the same episodes (keys) for every perturbation: common random numbers
-        returns = jax.vmap(lambda e: score(theta + args.sigma * e, k_eval, args.episodes, horizon))(eps)
+        returns = jax.vmap(lambda e: score(theta + args.sigma * e, False, k_eval, args.episodes, horizon))(eps)
         ranks = jnp.argsort(jnp.argsort(returns)) / (args.pop - 1) - 0.5
         grad = -(ranks @ eps) / (args.pop * args.sigma)  # ascent on the return: descent on its negative
         updates, opt_state = opt.update(grad, opt_state)
         return (optax.apply_updates(theta, updates), opt_state), jnp.mean(returns)
 
     def train(seed_key):
-        k_init, k_iter, k_final, k_rand = jax.random.split(seed_key, 4)
+        k_init, k_iter, k_final = jax.random.split(seed_key, 3)
         theta = 0.1 * jax.random.normal(k_init, (n_par,))
-        (theta, _), curve = jax.lax.scan(iteration, (theta, opt.init(theta)),
-                                                     jax.random.split(k_iter, args.iters))
-        final = score(theta, k_final, args.eval_episodes, horizon)
-        return theta, curve, final, random_score(k_rand, args.eval_episodes, horizon)
+        (theta, _), curve = jax.lax.scan(iteration, (theta, opt.init(theta)), jax.random.split(k_iter, args.iters))
+        # the trained policy and the random one, on different episodes (keys) of the same kind
+        final, rand = jax.vmap(lambda r, k: score(theta, r, k, args.eval_episodes, horizon))(
+            jnp.array([False, True]), jax.random.split(k_final))
+        return theta, curve, final, rand
 
     return jax.jit(jax.vmap(train))
 

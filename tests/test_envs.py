@@ -51,6 +51,13 @@ CASES = {"CartPole-v1": (_cartpole_actions, None, 1500), "Acrobot-v1": (_acrobot
          "Pendulum-v1": (_pendulum_actions, _pendulum_start, 600)}
 
 
+@functools.lru_cache(maxsize=None)
+def _preset(name):
+    """A Gymnasium preset, its default params and its ``jax.jit(env.step_env)``, compiled once for the module."""
+    env, params = envs.make(name)
+    return env, params, jax.jit(env.step_env)
+
+
 @needs_gym
 @pytest.mark.parametrize("name", list(CASES))
 def test_preset_matches_gymnasium_step_for_step(name):
@@ -60,8 +67,7 @@ def test_preset_matches_gymnasium_step_for_step(name):
     import gymnasium as gym
 
     policy, start, n_steps = CASES[name]
-    env, params = envs.make(name)
-    step = jax.jit(env.step_env)
+    env, params, step = _preset(name)
     genv = gym.make(name)
     rng = np.random.default_rng(0)
     key = jax.random.PRNGKey(0)
@@ -126,11 +132,11 @@ def test_cartpole_params_vary_under_vmap_as_gymnasiums_attributes():
 # ------------------------------------------------------------------------------------------ gymnax's API
 
 def test_gymnax_api_under_jit_and_vmap_with_auto_reset():
-    """As gymnax's README: ``jax.jit(env.step)``, ``jax.vmap(env.step, in_axes=(0, 0, 0, None))``. A batched step is
-    each element's step; where an episode ends (termination or truncation), the state and observation are a fresh
-    episode's from the key split off the step's key, reward and info the ending step's (Gymnasium's rule: +1 on the
-    terminating step)."""
-    env, params = envs.make("CartPole-v1")
+    """As gymnax's README: ``jax.vmap(env.step, in_axes=(0, 0, 0, None))`` under ``jax.jit``. A batched step is each
+    element's ``step_env`` where the episode goes on; where it ends (termination or truncation), the state and
+    observation are a fresh episode's from the key split off the step's key, reward and info the ending step's
+    (Gymnasium's rule: +1 on the terminating step)."""
+    env, params, step_env = _preset("CartPole-v1")
     n = 8
     keys = jax.random.split(jax.random.PRNGKey(0), n)
     obs, state = jax.vmap(env.reset, in_axes=(0, None))(keys, params)
@@ -140,28 +146,36 @@ def test_gymnax_api_under_jit_and_vmap_with_auto_reset():
     state = envs.GymState(s, state.steps.at[1].set(params.max_steps - 1))
     actions = jnp.arange(n) % 2
     vstep = jax.jit(jax.vmap(env.step, in_axes=(0, 0, 0, None)))
-    step = jax.jit(env.step)
     b_obs, b_state, b_reward, b_done, b_info = vstep(keys, state, actions, params)
     assert b_obs.shape == (n, 4) and b_reward.shape == b_done.shape == (n,)
     for i in range(n):
-        one = step(keys[i], jax.tree.map(lambda a: a[i], state), actions[i], params)
-        for b, o in zip(jax.tree.leaves((b_obs, b_state, b_reward, b_done, b_info)), jax.tree.leaves(one)):
+        obs_i, state_i, reward_i, done_i, info_i = step_env(jax.random.split(keys[i])[0],
+                                                            jax.tree.map(lambda a: a[i], state), actions[i], params)
+        if i < 2:  # reset: the fresh episode of the split-off key
+            obs_i, state_i = env.reset(jax.random.split(keys[i])[1], params)
+        for b, o in zip(jax.tree.leaves((b_obs, b_state, b_reward, b_done, b_info)),
+                        jax.tree.leaves((obs_i, state_i, reward_i, done_i, info_i))):
             np.testing.assert_allclose(b[i], o, rtol=1e-12, atol=1e-15)
     assert b_done.tolist() == [True, True] + [False] * (n - 2)
     assert b_info["terminated"].tolist() == [True] + [False] * (n - 1)
     assert b_info["truncated"].tolist() == [False, True] + [False] * (n - 2)
     assert b_info["discount"].tolist() == [0.0] + [1.0] * (n - 1)
     assert b_reward.tolist() == [1.0] * n
-    for i in (0, 1):  # reset: the fresh episode of the split-off key
-        fresh_obs, fresh = env.reset(jax.random.split(keys[i])[1], params)
-        np.testing.assert_array_equal(b_obs[i], fresh_obs)
-        np.testing.assert_array_equal(b_state.s[i], fresh.s)
-        assert int(b_state.steps[i]) == 0 and float(jnp.max(jnp.abs(b_obs[i]))) <= 0.05
-    # the others moved on by one explicit Euler step of Gymnasium's equations (x' += dt x'')
-    assert b_state.steps[2:].tolist() == [1] * (n - 2)
+    assert b_state.steps.tolist() == [0, 0] + [1] * (n - 2) and float(jnp.max(jnp.abs(b_obs[:2]))) <= 0.05
+    # the others moved on by one explicit Euler step of Gymnasium's equations (x += dt x')
     np.testing.assert_allclose(b_state.s[2:, 0], s[2:, 0] + 0.02 * s[2:, 1], rtol=1e-14)
-    # params left out: the defaults
-    np.testing.assert_array_equal(step(keys[3], jax.tree.map(lambda a: a[3], state), actions[3])[0], b_obs[3])
+
+
+def test_jit_of_the_bound_step_with_params_left_out():
+    """``jax.jit(env.step)`` as users write it (the environment holds no arrays), params left out: the defaults."""
+    env, params, step_env = _preset("Pendulum-v1")
+    obs, state = env.reset(jax.random.PRNGKey(0))
+    key, action = jax.random.PRNGKey(1), jnp.array([1.5])
+    out = jax.jit(env.step)(key, state, action)
+    ref = step_env(jax.random.split(key)[0], state, action, params)
+    for b, o in zip(jax.tree.leaves(out), jax.tree.leaves(ref)):
+        np.testing.assert_array_equal(b, o)
+    assert int(out[1].steps) == 1 and not bool(out[3])
 
 
 def test_spaces_params_and_bad_input():
@@ -217,14 +231,7 @@ def test_brax_adapter_is_the_functional_step():
 
 # ------------------------------------------------------------------------------------------ the seed's tasks
 
-N_BATCH = 64
-
-
-@functools.lru_cache(maxsize=None)
-def _task(name):
-    """A seed task, its batched step (params batched too) and its one-environment step, each compiled once."""
-    env = TASKS[name]()
-    return env, jax.jit(jax.vmap(env.step_env)), jax.jit(env.step_env)
+N_BATCH, N_STEPS = 64, 5
 
 
 def _batch_params(env, name):
@@ -234,20 +241,41 @@ def _batch_params(env, name):
     return params
 
 
+@functools.lru_cache(maxsize=None)
+def _task(name):
+    """A seed task and two compiled programs: ``batch(key, params)`` resets N_BATCH copies (params batched too) and
+    takes N_STEPS random steps by ``jax.vmap(env.step_env)``, returning the start states, the actions and every
+    step's output; ``one`` is the one-environment ``jax.jit(env.step_env)``."""
+    env = TASKS[name]()
+    space = env.action_space()
+
+    def batch(key, params):
+        keys = jax.random.split(key, N_BATCH)
+        _, start = jax.vmap(env.reset)(keys, params)
+
+        def body(state, k):
+            keys = jax.random.split(k, N_BATCH)
+            action = jax.vmap(space.sample)(keys)
+            out = jax.vmap(env.step_env)(keys, state, action, params)
+            return out[1], (keys, action, out)
+
+        return start, jax.lax.scan(body, start, jax.random.split(key, N_STEPS))[1]
+
+    return env, jax.jit(batch), jax.jit(env.step_env)
+
+
 def test_random_action_batches_run_jitted():
-    """Every seed task, 64 copies (their params batched), 5 random steps of ``jax.vmap(env.step_env)``."""
+    """Every seed task, 64 copies (params batched), 5 random steps of ``jax.vmap(env.step_env)`` under ``jax.jit``
+    (CartPoleBalance: 256 copies for 500 steps in the LQR test below)."""
     for name in TASKS:
-        env, step, _ = _task(name)
-        params = _batch_params(env, name)
-        keys = jax.random.split(jax.random.PRNGKey(0), N_BATCH)
-        obs, state = jax.vmap(env.reset)(keys, params)
-        space = env.action_space()
-        for t in range(5):
-            keys = jax.random.split(jax.random.PRNGKey(t + 1), N_BATCH)
-            obs, state, reward, done, info = step(keys, state, jax.vmap(space.sample)(keys), params)
-        assert obs.shape[0] == N_BATCH and reward.shape == (N_BATCH,) and done.shape == (N_BATCH,)
+        if name == "CartPoleBalance":
+            continue
+        env, batch, _ = _task(name)
+        start, (keys, action, (obs, state, reward, done, info)) = batch(jax.random.PRNGKey(0),
+                                                                        _batch_params(env, name))
+        assert obs.shape[:2] == (N_STEPS, N_BATCH) and reward.shape == done.shape == (N_STEPS, N_BATCH)
         assert bool(jnp.all(jnp.isfinite(obs))), name
-        assert int(state.steps[0]) == 5 and not bool(jnp.any(done)), name
+        assert state.steps[-1].tolist() == [N_STEPS] * N_BATCH and not bool(jnp.any(done)), name
 
 
 def test_a_batched_step_is_each_environments_step():
@@ -255,18 +283,15 @@ def test_a_batched_step_is_each_environments_step():
     program, not by the vmap of the one-chain program (as the other tasks do, which vmap itself guarantees): each
     element is still the environment's own step, also with the physical parameters batched (the payload)."""
     for name in ("PendulumSwingUp", "Weightlifting"):
-        env, batched_step, one_step = _task(name)
+        env, batch, one_step = _task(name)
         assert env.backend is not None
         params = _batch_params(env, name)
-        keys = jax.random.split(jax.random.PRNGKey(2), N_BATCH)
-        _, state = jax.vmap(env.reset)(keys, params)
-        action = jax.vmap(env.action_space().sample)(jax.random.split(jax.random.PRNGKey(3), N_BATCH))
-        batched = batched_step(keys, state, action, params)
+        start, (keys, action, batched) = batch(jax.random.PRNGKey(0), params)
         for i in (0, 45):
             pick = lambda a: a[i]  # noqa: E731
-            one = one_step(keys[i], jax.tree.map(pick, state), action[i], jax.tree.map(pick, params))
+            one = one_step(keys[0, i], jax.tree.map(pick, start), action[0, i], jax.tree.map(pick, params))
             for b, o in zip(jax.tree.leaves(batched), jax.tree.leaves(one)):
-                np.testing.assert_allclose(b[i], o, rtol=1e-10, atol=1e-12, err_msg=name)
+                np.testing.assert_allclose(b[0, i], o, rtol=1e-10, atol=1e-12, err_msg=name)
 
 
 def _lqr_gain(A, B, Q, R, dt, iters=5000):
@@ -319,7 +344,7 @@ def test_lqr_from_the_textbook_linearisation_balances_the_cart_pole():
 def test_open_loop_pendulum_is_too_weak_to_lift_directly():
     """Seed §13.1: the maximal torque 0.225 < m g l = 1, so holding tau_max from hanging never gets the tip above the
     pivot's level... but it does raise it: tip height increases first (a check of the sign of the torque)."""
-    env, _, step = _task("PendulumSwingUp")
+    env, _, step = _task("PendulumSwingUp")  # its one-environment step, compiled once
     params = env.default_params
     obs, state = env.reset(jax.random.PRNGKey(0))
     heights = []
