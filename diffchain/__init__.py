@@ -19,6 +19,7 @@ from .banded import closed_chain_dynamics
 from .active import ActiveKKT, ActiveRecursive, active_dynamics_kkt, active_dynamics_recursive
 from .eventstate import EventState, Events, StepReport, check_event_state
 from .events import event_rollout, event_step
+from .report import Report, diagnose
 
 __all__ = [
     # the chain, its state and inputs (model.py, geometry.py, forces.py)
@@ -36,6 +37,8 @@ __all__ = [
     # active joints, contacts, limits (seed 000 Part II, §7, §12)
     "ActiveKKT", "ActiveRecursive", "active_dynamics_kkt", "active_dynamics_recursive", "EventState", "Events",
     "StepReport", "check_event_state", "event_rollout", "event_step",
+    # whether a run can be trusted: finite, on its constraints, singular passages, exhausted budgets (report.py)
+    "Report", "diagnose",
     # opt-in process settings
     "set_xla_cpu_flags", "xla_cpu_flags",
 ]

@@ -55,6 +55,7 @@ from .geometry import _pad_diff, joint_accelerations, joint_velocities, links, w
 from .inertia import mass_matrix
 from .model import Chain, Control, State, check_sizes, runtime_checks
 from .recursive import FUSED_MAX
+from .report import check_run
 
 
 def _where(c, x, y):
@@ -493,7 +494,9 @@ def event_rollout(chain: Chain, events: Events, es: EventState, controls, dt, *,
     (it sees the :class:`State`), or None; ``checkpoint=k`` recomputes segments of k quanta in reverse mode (default
     1: the reverse pass recomputes each quantum instead of storing its hundreds of intermediate arrays; None stores
     them). The start is validated by :func:`check_event_state` unless ``check=False`` (e.g. to study drift on
-    purpose).
+    purpose), and so is the run: a ``ValueError`` names the first quantum whose state is not finite or off the rods
+    and sliders beyond a tolerance that scales with the dtype (:mod:`diffchain.report`). Quanta that used up their
+    budget are counted in the StepReports (``exhausted``) and by :func:`diffchain.diagnose`, not raised.
     """
     from .integrate import _check_controls, _describe, _scan_rollout, check_n_steps, control_checks, dt_checks
 
@@ -521,4 +524,7 @@ def event_rollout(chain: Chain, events: Events, es: EventState, controls, dt, *,
         return carry, (carry, rep)
 
     dt = jnp.asarray(dt, chain.m.dtype)
-    return _scan_rollout(chain, body, es, controls, n_steps, checkpoint, lambda c: c.state)
+    final, traj = _scan_rollout(chain, body, es, controls, n_steps, checkpoint, lambda c: c.state)
+    if check:  # the run itself: finite and on its rods and sliders (diffchain.report), one check on the returned states
+        final, traj = check_run(who, chain, final, traj, "a smaller dt, or a lower Events threshold")
+    return final, traj

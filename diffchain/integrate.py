@@ -16,7 +16,11 @@ from .integrators import Integrator
 from .model import Chain, Control, State, check_sizes, runtime_checks
 from .projection import Projected
 from .recursive import KKT_SOLUTION
+from .report import check_run, run_checks
 from .solvers import Recursive, Solver
+
+
+REMEDY = "a smaller dt, or the default integrator Projected()"
 
 
 class Backend(eqx.Module):
@@ -34,8 +38,9 @@ def step(chain: Chain, state: State, control: Control, dt, *, solver: Solver = R
     """One time quantum of length ``dt``: the functional ``step(model, state, control) -> state``.
 
     Arguments of the wrong type or shape raise at trace time. ``check=True`` also checks that ``dt`` is finite and > 0
-    and the control finite, when the program runs if they are traced: inside a loop of your own that is one check per
-    step, which ``check=False`` switches off (``rollout`` checks its inputs once per call instead).
+    and the control finite, and that the new state is finite and on the constraints (:mod:`diffchain.report`), when
+    the program runs if they are traced: inside a loop of your own that is one check per step, which ``check=False``
+    switches off (``rollout`` checks its inputs and its run once per call instead).
     """
     check_arguments(solver, integrator, "step")
     if not isinstance(control, Control):
@@ -45,9 +50,14 @@ def step(chain: Chain, state: State, control: Control, dt, *, solver: Solver = R
         raise ValueError(f"step: control must be one control, tau of shape (n,) = ({chain.n},) and F, a_w "
                          f"({chain.n}, 2), got tau of shape {control.tau.shape} (a sequence of controls goes to rollout)")
     pending = dt_checks(dt, "step", check) + control_checks(control, "step", check)
+    new = _step(chain, state, control, dt, solver, integrator)
+    if check:  # and the result: finite and on the constraints (diffchain.report)
+        one = jax.tree_util.tree_map(lambda a: jnp.asarray(a)[None], new)
+        pending += run_checks("step", chain, one, REMEDY)
     if pending:
-        state = State(runtime_checks((state.x,), pending)[0], state.v, state.t)
-    return _step(chain, state, control, dt, solver, integrator)
+        x, v = runtime_checks((new.x, new.v), pending)
+        new = State(x, v, new.t)
+    return new
 
 
 def _step(chain, state, control, dt, solver, integrator):
@@ -167,10 +177,12 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
     Arguments of the wrong type or shape raise at trace time (TypeError / ValueError naming them), as do known bad
     values (``dt`` not finite and > 0, non-finite controls). ``check=True`` also validates the start with
     :func:`check_state` (on the rod and slider constraints, finite) and, when they are traced, ``dt`` and the controls:
-    once per call, when the program runs (one ``lax.cond``; :func:`diffchain.model.runtime_checks`). ``check=False``
-    skips these (e.g. to study the drift correction on purpose, or for a program without host callbacks): from a
-    start no motion can keep on the constraints, the PD drift correction may drag the chain into a singular pose and
-    the rollout diverge.
+    once per call, when the program runs (one ``lax.cond``; :func:`diffchain.model.runtime_checks`), and the run
+    itself: a ``ValueError`` names the first step at which it is not finite or off the rods and sliders beyond a
+    tolerance that scales with the dtype (:mod:`diffchain.report`). ``check=False`` skips these (e.g. to study the
+    drift correction on purpose, or for a program without host callbacks; :func:`diffchain.diagnose` then reports on
+    the run without raising): from a start no motion can keep on the constraints, the PD drift correction may drag
+    the chain into a singular pose and the rollout diverge.
 
     ``controls`` is a :class:`Control` whose leaves have a leading time axis (open loop), a policy
     ``policy(state) -> Control`` (closed loop), or None (no input); give ``n_steps`` for the last two.
@@ -201,11 +213,16 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
         return _rollout(chain, state, controls, dt, n_steps, solver, integrator, checkpoint)
 
     if backend is None:
-        return plain(chain, state, controls)
-    if not isinstance(backend, Backend):
+        final, traj = plain(chain, state, controls)
+    elif not isinstance(backend, Backend):
         raise TypeError(f"rollout: backend must be None or a diffchain backend such as diffchain.PointMajor(), got "
                         f"{_describe(backend)}")
-    return backend.rollout(plain, chain, state, controls, dt=dt, n_steps=n_steps, solver=solver, integrator=integrator)
+    else:
+        final, traj = backend.rollout(plain, chain, state, controls, dt=dt, n_steps=n_steps, solver=solver,
+                                      integrator=integrator)
+    if check:  # the run itself: finite and on its constraints (diffchain.report), one check on the returned states
+        final, traj = check_run("rollout", chain, final, traj, REMEDY)
+    return final, traj
 
 
 def _rollout(chain, state, controls, dt, n_steps, solver, integrator, checkpoint):

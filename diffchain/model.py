@@ -8,6 +8,7 @@ constraints on and off with them, never by changing shapes. (Differentiate with 
 from __future__ import annotations
 
 import functools
+import re
 
 import jax
 import jax.numpy as jnp
@@ -54,8 +55,13 @@ def _fail(messages, xs, bads, gots):
 
 
 def _text(message, got):
-    """``message`` with the value ``got``: in place of "{got}" if it has one, else appended as ", got ..."."""
-    return message.replace("{got}", _show(got)) if "{got}" in message else f"{message}, got {_show(got)}"
+    """``message`` with the value ``got``: in place of "{got}" if it has one; in place of the fields "{0}", "{1:.3g}",
+    ... (``str.format``) by the entries of ``got`` if it has those; else appended as ", got ..."."""
+    if "{got}" in message:
+        return message.replace("{got}", _show(got))
+    if re.search(r"\{\d", message):
+        return message.format(*np.asarray(got, dtype=float).reshape(-1).tolist())
+    return f"{message}, got {_show(got)}"
 
 
 def _show(value):
