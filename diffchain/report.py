@@ -43,6 +43,7 @@ import numpy as np
 
 from .model import Chain, State
 
+UNROLL_MAX = 64  # chains of up to this many points are checked rod by rod (fast on XLA CPU), longer ones at once
 RATE_FACTOR = 100.0  # the rate level's tolerance is this many times the position level's (module docstring)
 HINT = ("The results cannot be trusted ({remedy}); check=False returns them without this check, and "
         "dc.diagnose(model, trajectory) reports on them (Report: first bad step, largest errors, singular passages)")
@@ -170,23 +171,38 @@ def _split(model, trajectory):
 
 def _chain_errors(chain: Chain, x, v):
     """Per step of (T, n, 2) positions and velocities: the largest rod-length or slider-line error and the largest
-    stretch rate or speed off a slider line (:func:`diffchain.constraint_violation` on each step). The slider terms
+    stretch rate or speed off a slider line (:func:`diffchain.constraint_violation` on each step, the rods' terms to
+    first order in the error: (|x_{i+1} - x_i|^2 - l_i^2) / (2 l_i) and (x_{i+1} - x_i)^T (v_{i+1} - v_i) / l_i, the
+    form of a mechanism's distance rows, seed 003). The slider terms
     are left out where the chain is known to have no slider (their all-zero arrays would be constant-folded by XLA,
     slowly for long batched runs)."""
-    if chain.n > 1:
-        d, dv = x[:, 1:] - x[:, :-1], v[:, 1:] - v[:, :-1]
-        rho = jnp.sqrt(jnp.sum(d * d, -1))
-        r = d / jnp.where(rho > 0, rho, 1.0)[..., None]
-        on = chain.rod_on
-        pos = jnp.max(jnp.where(on, jnp.abs(rho - chain.l), 0.0), axis=-1)
-        vel = jnp.max(jnp.where(on, jnp.abs(jnp.sum(r * dv, -1)), 0.0), axis=-1)
+    if chain.n > UNROLL_MAX:  # long chains: one reduction over the rods
+        dx, dv = x[:, 1:] - x[:, :-1], v[:, 1:] - v[:, :-1]
+        inv = jnp.where(chain.rod_on, 1.0 / chain.l, 0.0)
+        pos = jnp.max(jnp.abs((jnp.sum(dx * dx, -1) - chain.l**2) * (0.5 * inv)), axis=-1)
+        vel = jnp.max(jnp.abs(jnp.sum(dx * dv, -1) * inv), axis=-1)
+    elif chain.n > 1:  # by components and rod by rod: a reduction over a short minor axis is slow on XLA CPU
+        X, Y, U, V = x[..., 0], x[..., 1], v[..., 0], v[..., 1]
+        inv = jnp.where(chain.rod_on, 1.0 / chain.l, 0.0)
+        pos = vel = jnp.zeros(x.shape[:1], x.dtype)
+        for k in range(chain.n - 1):
+            # to first order in the error (no square root, no division: the rollouts' check is one pass over the run)
+            dX, dY, dU, dV = X[:, k + 1] - X[:, k], Y[:, k + 1] - Y[:, k], U[:, k + 1] - U[:, k], V[:, k + 1] - V[:, k]
+            pos = jnp.maximum(pos, jnp.abs((dX * dX + dY * dY - chain.l[k] ** 2) * (0.5 * inv[k])))
+            vel = jnp.maximum(vel, jnp.abs((dX * dU + dY * dV) * inv[k]))
     else:
         pos = vel = jnp.zeros(x.shape[:1], x.dtype)
     mask = chain.slider_mask
-    if isinstance(mask, jax.core.Tracer) or bool(np.any(np.asarray(mask))):
+    if chain.n > UNROLL_MAX:
         line = jnp.max(jnp.where(mask, jnp.abs(jnp.sum(chain.s * x, -1) - chain.c), 0.0), axis=-1)
         line_rate = jnp.max(jnp.where(mask, jnp.abs(jnp.sum(chain.s * v, -1)), 0.0), axis=-1)
         pos, vel = jnp.maximum(pos, line), jnp.maximum(vel, line_rate)
+    elif isinstance(mask, jax.core.Tracer) or bool(np.any(np.asarray(mask))):
+        for i in range(chain.n):
+            line = jnp.abs(chain.s[i, 0] * x[:, i, 0] + chain.s[i, 1] * x[:, i, 1] - chain.c[i])
+            line_rate = jnp.abs(chain.s[i, 0] * v[:, i, 0] + chain.s[i, 1] * v[:, i, 1])
+            pos = jnp.maximum(pos, jnp.where(mask[i], line, 0.0))
+            vel = jnp.maximum(vel, jnp.where(mask[i], line_rate, 0.0))
     return pos, vel
 
 
@@ -207,9 +223,9 @@ def _measures(model, trajectory, rtol=None, conditioning=False) -> _Measures:
     dtype = x.dtype
     eps = float(jnp.finfo(dtype).eps)
     rtol = default_rtol(dtype) if rtol is None else rtol
-    size = jnp.max(jnp.abs(jnp.where(jnp.isfinite(x), x, 0.0)), axis=(1, 2))
-    speed = jnp.max(jnp.abs(jnp.where(jnp.isfinite(v), v, 0.0)), axis=(1, 2))
-    finite = jnp.all(jnp.isfinite(x), axis=(1, 2)) & jnp.all(jnp.isfinite(v), axis=(1, 2))
+    flat_x, flat_v = x.reshape(x.shape[0], -1), v.reshape(v.shape[0], -1)
+    size, speed = jnp.max(jnp.abs(flat_x), axis=1), jnp.max(jnp.abs(flat_v), axis=1)
+    finite = jnp.isfinite(size) & jnp.isfinite(speed)   # (NaN propagates through max; inf is not finite)
     times = jnp.broadcast_to(jnp.asarray(states.t, dtype), x.shape[:1])
     n = x.shape[1]
     cond = None

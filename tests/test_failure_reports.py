@@ -59,8 +59,10 @@ def test_seed_quantum_divergence_is_reported_against_the_rod_lengths(seed_run):
     rate_tol = 0.1 * (1 + speed) + 8 * eps * 6 * speed * (1 + size)
     with np.errstate(invalid="ignore"):
         over = (err > pos_tol) | (rate > rate_tol)
-    k = first(over)
-    assert 0 < k < first(~finite) and int(report.first_violation) == k and int(report.first_bad) == k
+    k = first(over)   # (the report measures the rods to first order in their error: the same step, or the next)
+    assert 0 < k < first(~finite) and abs(int(report.first_violation) - k) <= 1
+    k = int(report.first_violation)
+    assert int(report.first_bad) == k and err[k] > 0.99 * pos_tol[k] and err[k - 1] < 1.01 * pos_tol[k - 1]
     assert not bool(report.ok) and "FAILED" in report.summary()
     energy = np.asarray(dc.energy(ARM, traj))
     assert energy[k] > 2 * energy[0] > 0                           # by then it has more than doubled its energy
@@ -108,6 +110,7 @@ def test_nonfinite_control_of_a_policy_is_named_before_anything_else():
     assert f"rollout: the run is not finite from step {k} (t = " in first_lines(info.value)
 
 
+@pytest.mark.full_opt  # (bit for bit: compiled as users' code, tests/conftest.py)
 def test_good_runs_report_ok_and_check_false_changes_nothing():
     """The default integrator keeps the rods to round-off: no alarm; check=True and check=False give the same bits,
     also with the batched PointMajor backend (tests/test_validation compares gradients with and without the checks)."""
