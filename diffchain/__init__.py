@@ -19,7 +19,7 @@ from .banded import closed_chain_dynamics
 from .active import ActiveKKT, ActiveRecursive, active_dynamics_kkt, active_dynamics_recursive
 from .eventstate import EventState, Events, StepReport, check_event_state
 from .events import event_rollout, event_step
-from .report import Report, diagnose
+from .diagnosis import Report, diagnose
 
 __all__ = [
     # the chain, its state and inputs (model.py, geometry.py, forces.py)
@@ -37,7 +37,7 @@ __all__ = [
     # active joints, contacts, limits (seed 000 Part II, §7, §12)
     "ActiveKKT", "ActiveRecursive", "active_dynamics_kkt", "active_dynamics_recursive", "EventState", "Events",
     "StepReport", "check_event_state", "event_rollout", "event_step",
-    # whether a run can be trusted: finite, on its constraints, singular passages, exhausted budgets (report.py)
+    # whether a run can be trusted: finite, on its constraints, singular passages, exhausted budgets (diagnosis.py)
     "Report", "diagnose",
     # opt-in process settings
     "set_xla_cpu_flags", "xla_cpu_flags",

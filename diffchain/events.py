@@ -55,7 +55,7 @@ from .geometry import _pad_diff, joint_accelerations, joint_velocities, links, w
 from .inertia import mass_matrix
 from .model import Chain, Control, State, check_sizes, runtime_checks
 from .recursive import FUSED_MAX
-from .report import check_run
+from .diagnosis import check_run
 
 
 def _where(c, x, y):
@@ -495,7 +495,7 @@ def event_rollout(chain: Chain, events: Events, es: EventState, controls, dt, *,
     1: the reverse pass recomputes each quantum instead of storing its hundreds of intermediate arrays; None stores
     them). The start is validated by :func:`check_event_state` unless ``check=False`` (e.g. to study drift on
     purpose), and so is the run: a ``ValueError`` names the first quantum whose state is not finite or off the rods
-    and sliders beyond a tolerance that scales with the dtype (:mod:`diffchain.report`). Quanta that used up their
+    and sliders beyond a tolerance that scales with the dtype (:mod:`diffchain.diagnosis`). Quanta that used up their
     budget are counted in the StepReports (``exhausted``) and by :func:`diffchain.diagnose`, not raised.
     """
     from .integrate import _check_controls, _describe, _scan_rollout, check_n_steps, control_checks, dt_checks
@@ -525,6 +525,6 @@ def event_rollout(chain: Chain, events: Events, es: EventState, controls, dt, *,
 
     dt = jnp.asarray(dt, chain.m.dtype)
     final, traj = _scan_rollout(chain, body, es, controls, n_steps, checkpoint, lambda c: c.state)
-    if check:  # the run itself: finite and on its rods and sliders (diffchain.report), one check on the returned states
+    if check:  # the run itself: finite and on its rods and sliders (diffchain.diagnosis), one check on its states
         final, traj = check_run(who, chain, final, traj, "a smaller dt, or a lower Events threshold")
     return final, traj

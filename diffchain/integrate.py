@@ -16,7 +16,7 @@ from .integrators import Integrator
 from .model import Chain, Control, State, check_sizes, runtime_checks
 from .projection import Projected
 from .recursive import KKT_SOLUTION
-from .report import check_run, run_checks
+from .diagnosis import check_run, run_checks
 from .solvers import Recursive, Solver
 
 
@@ -38,7 +38,7 @@ def step(chain: Chain, state: State, control: Control, dt, *, solver: Solver = R
     """One time quantum of length ``dt``: the functional ``step(model, state, control) -> state``.
 
     Arguments of the wrong type or shape raise at trace time. ``check=True`` also checks that ``dt`` is finite and > 0
-    and the control finite, and that the new state is finite and on the constraints (:mod:`diffchain.report`), when
+    and the control finite, and that the new state is finite and on the constraints (:mod:`diffchain.diagnosis`), when
     the program runs if they are traced: inside a loop of your own that is one check per step, which ``check=False``
     switches off (``rollout`` checks its inputs and its run once per call instead).
     """
@@ -51,7 +51,7 @@ def step(chain: Chain, state: State, control: Control, dt, *, solver: Solver = R
                          f"({chain.n}, 2), got tau of shape {control.tau.shape} (a sequence of controls goes to rollout)")
     pending = dt_checks(dt, "step", check) + control_checks(control, "step", check)
     new = _step(chain, state, control, dt, solver, integrator)
-    if check:  # and the result: finite and on the constraints (diffchain.report)
+    if check:  # and the result: finite and on the constraints (diffchain.diagnosis)
         one = jax.tree_util.tree_map(lambda a: jnp.asarray(a)[None], new)
         pending += run_checks("step", chain, one, REMEDY)
     if pending:
@@ -179,7 +179,7 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
     :func:`check_state` (on the rod and slider constraints, finite) and, when they are traced, ``dt`` and the controls:
     once per call, when the program runs (one ``lax.cond``; :func:`diffchain.model.runtime_checks`), and the run
     itself: a ``ValueError`` names the first step at which it is not finite or off the rods and sliders beyond a
-    tolerance that scales with the dtype (:mod:`diffchain.report`). ``check=False`` skips these (e.g. to study the
+    tolerance that scales with the dtype (:mod:`diffchain.diagnosis`). ``check=False`` skips these (e.g. to study the
     drift correction on purpose, or for a program without host callbacks; :func:`diffchain.diagnose` then reports on
     the run without raising): from a start no motion can keep on the constraints, the PD drift correction may drag
     the chain into a singular pose and the rollout diverge.
@@ -220,7 +220,7 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
     else:
         final, traj = backend.rollout(plain, chain, state, controls, dt=dt, n_steps=n_steps, solver=solver,
                                       integrator=integrator)
-    if check:  # the run itself: finite and on its constraints (diffchain.report), one check on the returned states
+    if check:  # the run itself: finite and on its constraints (diffchain.diagnosis), one check on its states
         final, traj = check_run("rollout", chain, final, traj, REMEDY)
     return final, traj
 
