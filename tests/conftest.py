@@ -3,7 +3,15 @@ import os
 import jax
 import pytest
 
+import diffchain as dc
+
 jax.config.update("jax_enable_x64", True)
+# The suite runs with the XLA CPU flags the library recommends (dc.set_xla_cpu_flags; before JAX's first computation):
+# the same programs compile in about 55 % of the time. DIFFCHAIN_TEST_DEFAULT_XLA_FLAGS=1 runs it with JAX's default
+# flags, as a process that does not opt in has them (tests/test_gradients.py and tests/test_import.py always run a
+# subprocess with them).
+if not os.environ.get("DIFFCHAIN_TEST_DEFAULT_XLA_FLAGS"):
+    dc.set_xla_cpu_flags()
 
 from hypothesis import HealthCheck, settings  # noqa: E402
 
@@ -29,9 +37,9 @@ def pytest_collection_modifyitems(items):
 # Most of the suite's time is XLA compiling many small programs, and most of that is LLVM optimising the generated
 # code. With jax_disable_most_optimizations the same HLO (XLA's fusion decisions unchanged) compiles in ~60 % of the
 # time (the lean damping/drag test: 60 -> 37 s). Its code may round differently (e.g. no fused multiply-adds), so a
-# module whose tests compare two programs bit for bit (they must give the same bits where users' optimised code does)
-# sets FULL_OPT = True. DIFFCHAIN_TEST_FULL_OPT=1 runs every test with the optimised code that users run.
-@pytest.fixture(autouse=True, scope="module")
+# test that compares two programs bit for bit (they must give the same bits where users' optimised code does) is
+# marked ``full_opt``. DIFFCHAIN_TEST_FULL_OPT=1 runs every test with the optimised code that users run.
+@pytest.fixture(autouse=True)
 def _compile_effort(request):
-    full = bool(os.environ.get("DIFFCHAIN_TEST_FULL_OPT")) or getattr(request.module, "FULL_OPT", False)
+    full = bool(os.environ.get("DIFFCHAIN_TEST_FULL_OPT")) or request.node.get_closest_marker("full_opt") is not None
     jax.config.update("jax_disable_most_optimizations", not full)

@@ -21,7 +21,6 @@ from diffchain import detection, events as ev
 from diffchain.active import SMALL_MAX, joint_rows
 
 DT = 1e-3
-FULL_OPT = True  # the quiet trial and the first slot give the same bits only as users' optimised code (conftest.py)
 UP = jnp.array([0.0, 1.0])
 INTERIOR = 1.2  # angle limits on the interior joints of a free chain (joint 1 against the world is not limited)
 
@@ -41,7 +40,11 @@ def drop():
     state = dc.from_joint_angles(chain, jnp.array([0.6, 0.8, 0.7, -0.5]), base=(0.0, 1.2), base_velocity=(1.0, -1.0))
     run = jax.jit(lambda s, solver: dc.event_rollout(chain, events, dc.EventState(s), None, DT, n_steps=1500,
                                                      solver=solver), static_argnums=1)
-    return chain, events, state, run(state, dc.ActiveRecursive()), run
+    reduced = jax.config.read("jax_disable_most_optimizations")  # the full_opt tests compare bit for bit with this run
+    jax.config.update("jax_disable_most_optimizations", False)
+    out = run(state, dc.ActiveRecursive())
+    jax.config.update("jax_disable_most_optimizations", reduced)
+    return chain, events, state, out, run
 
 
 def test_first_crossing_matches_polynomial_roots():
@@ -228,6 +231,7 @@ def test_recursive_and_kkt_event_rollouts_agree(drop):
     np.testing.assert_allclose(traj.state.x, traj_k.state.x, atol=1e-10)
 
 
+@pytest.mark.full_opt  # bit for bit as users' optimised code (conftest.py)
 def test_quiet_trial_gives_what_the_first_slot_gives(drop, monkeypatch):
     """event_step first tries the quantum in which nothing happens (events._quiet_trial) and runs the slots only
     where that does not apply. Along the drop (impacts, limit hits, releases, scuffs) the same program with the quiet
@@ -262,6 +266,7 @@ def test_quiet_trial_gives_what_the_first_slot_gives(drop, monkeypatch):
     assert np.all(quiet[~busy]), "a quantum with one slot and no release is a quiet one"
 
 
+@pytest.mark.full_opt  # bit for bit as users' optimised code (conftest.py)
 def test_first_same_as_last_cache_changes_nothing(drop):
     """A quantum that starts where the last one ended, under the same control, reuses that quantum's final solver call
     instead of a refresh (EventState.fresh). Forcing the refresh every quantum must give the same events and the same
@@ -290,6 +295,7 @@ def test_first_same_as_last_cache_changes_nothing(drop):
     np.testing.assert_allclose(traj.state.v, traj_r.state.v, atol=1e-10)
 
 
+@pytest.mark.full_opt  # bit for bit as users' optimised code (conftest.py)
 def test_rollout_does_not_reuse_a_cache_from_another_chain():
     """event_rollout starts with a refresh: continuing from an EventState that another chain (here: other masses and
     dt) left with a fresh cache gives what the same start without a cache gives."""
@@ -441,6 +447,7 @@ def test_chattering_counter_keeps_a_constraint_on():
         assert bool(out.stuck.all()) == stays
 
 
+@pytest.mark.full_opt  # bit for bit as users' optimised code (conftest.py)
 def test_batch_with_different_event_states_matches_single_runs():
     """vmap over states whose contact and limit sets differ element by element = the same runs one by one. 20 chains,
     of which only a few land: the quanta where a few need more than one slot run those on the gathered elements
