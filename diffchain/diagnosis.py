@@ -342,8 +342,10 @@ def _mechanism_type():
 
 
 def check_run(who: str, model, final, trajectory, remedy: str):
-    """``(final, trajectory)`` of a rollout after :func:`run_checks` (one ``lax.cond``; tied to the final and the
-    stacked positions, so the check runs whenever either is used)."""
+    """``(final, trajectory)`` of a rollout after :func:`run_checks`: one ``lax.cond`` whose only operand is a scalar
+    1.0, by which the final and the stacked positions are then multiplied (exactly: the same bits, the same
+    derivatives), so that the check runs whenever either is used. (Passing the stacked positions through the cond
+    instead copies them: +20 ms on a vmap of 256 rollouts of 1000 steps.)"""
     from .model import runtime_checks
 
     checks = run_checks(who, model, trajectory, remedy)
@@ -352,7 +354,8 @@ def check_run(who: str, model, final, trajectory, remedy: str):
     states = trajectory[0] if isinstance(trajectory, tuple) else trajectory
     get_final = (lambda f: f.x) if isinstance(final, State) else (lambda f: f.state.x)
     get_traj = (lambda s: s.x) if isinstance(states, State) else (lambda s: s.state.x)
-    x_final, x_traj = runtime_checks((get_final(final), get_traj(states)), checks)
-    final = eqx.tree_at(get_final, final, x_final)
-    states = eqx.tree_at(get_traj, states, x_traj)
+    x_final, x_traj = get_final(final), get_traj(states)
+    (one,) = runtime_checks((jnp.ones((), x_traj.dtype),), checks)
+    final = eqx.tree_at(get_final, final, x_final * one)
+    states = eqx.tree_at(get_traj, states, x_traj * one)
     return final, ((states,) + tuple(trajectory[1:]) if isinstance(trajectory, tuple) else states)
