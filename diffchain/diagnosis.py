@@ -223,7 +223,7 @@ def _measures(model, trajectory, rtol=None, conditioning=False) -> _Measures:
     dtype = x.dtype
     eps = float(jnp.finfo(dtype).eps)
     rtol = default_rtol(dtype) if rtol is None else rtol
-    flat_x, flat_v = x.reshape(x.shape[0], -1), v.reshape(v.shape[0], -1)
+    flat_x, flat_v = x.reshape(x.shape[0], x.shape[1] * 2), v.reshape(v.shape[0], v.shape[1] * 2)
     size, speed = jnp.max(jnp.abs(flat_x), axis=1), jnp.max(jnp.abs(flat_v), axis=1)
     finite = jnp.isfinite(size) & jnp.isfinite(speed)   # (NaN propagates through max; inf is not finite)
     times = jnp.broadcast_to(jnp.asarray(states.t, dtype), x.shape[:1])
