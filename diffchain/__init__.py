@@ -8,6 +8,7 @@ from .integrators import RK4, Integrator, SeedQuantum, SemiImplicitEuler
 from .projection import RATTLE, Projected, project
 from .integrate import Backend, check_state, constraint_violation, rollout, step
 from .lean import PointMajor
+from .sharding import shard
 from .sensitivity import da_dF, dalpha_dtau
 from .mechanism import Mechanism, MechanismBuilder
 from .mechsolvers import Larin, NullSpace, RangeSpace, constraint_terms, lagrange_terms, mechanism_dynamics, reactions
@@ -29,6 +30,8 @@ __all__ = [
     "KKT", "Recursive", "Solver", "forward_dynamics", "RK4", "Integrator", "SeedQuantum", "SemiImplicitEuler",
     "check_state", "constraint_violation", "rollout", "step", "da_dF", "dalpha_dtau", "Backend", "PointMajor",
     "Projected", "RATTLE", "project",
+    # batching: a batch spread over several devices (sharding.py)
+    "shard",
     # closed loops and mechanisms (seeds 001-004)
     "Mechanism", "MechanismBuilder", "Larin", "NullSpace", "RangeSpace", "constraint_terms", "lagrange_terms",
     "mechanism_dynamics", "reactions", "acceleration_analysis", "assemble", "kinematic_analysis", "velocity_analysis",
