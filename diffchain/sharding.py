@@ -28,12 +28,11 @@ def shard(tree, devices=None, axis_name: str = "batch"):
     """
     if not isinstance(axis_name, str) or not axis_name:
         raise TypeError(f"shard: axis_name must be a non-empty str, got {axis_name!r}")
-    if devices is None:
-        devices = jax.devices()
-    elif isinstance(devices, jax.Device) or not all(isinstance(d, jax.Device) for d in devices):
-        raise TypeError(f"shard: devices must be None or a sequence of jax devices (e.g. jax.devices()), got "
-                        f"{devices!r}")
-    devices = list(devices)
+    given = devices
+    devices = jax.devices() if devices is None else list(devices) if isinstance(devices, (list, tuple)) else None
+    if devices is None or not all(isinstance(d, jax.Device) for d in devices):
+        raise TypeError(f"shard: devices must be None or a list or tuple of jax devices (e.g. jax.devices()), got "
+                        f"{given!r}")
     if not devices or len(set(devices)) != len(devices):
         raise ValueError(f"shard: devices must be a non-empty sequence of distinct devices, got {devices!r}")
     sharding = NamedSharding(Mesh(np.array(devices), (axis_name,)), PartitionSpec(axis_name))

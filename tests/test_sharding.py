@@ -111,8 +111,10 @@ def test_shard_bad_batch_size(two_devices):
 def test_shard_bad_arguments():
     with pytest.raises(ValueError, match=r"tree\['t'\] of shape \(\)"):
         dc.shard({"t": jnp.float64(1.0)})
-    with pytest.raises(TypeError, match="devices must be None or a sequence of jax devices"):
+    with pytest.raises(TypeError, match="devices must be None or a list or tuple of jax devices"):
         dc.shard(jnp.zeros(2), devices=["cpu"])
+    with pytest.raises(TypeError, match="devices must be None or a list or tuple of jax devices"):
+        dc.shard(jnp.zeros(2), devices=2)
     with pytest.raises(TypeError, match="axis_name must be a non-empty str"):
         dc.shard(jnp.zeros(2), axis_name=0)
 
