@@ -494,7 +494,7 @@ def event_rollout(chain: Chain, events: Events, es: EventState, controls, dt, *,
     (it sees the :class:`State`), or None; ``checkpoint=k`` recomputes segments of k quanta in reverse mode (default
     1: the reverse pass recomputes each quantum instead of storing its hundreds of intermediate arrays; None stores
     them). The start is validated by :func:`check_event_state` unless ``check=False`` (e.g. to study drift on
-    purpose), and so is the run: a ``ValueError`` names the first quantum whose state is not finite or off the rods
+    purpose), and so is the run: a ``ValueError`` says when its final state is not finite or off the rods
     and sliders beyond a tolerance that scales with the dtype (:mod:`diffchain.diagnosis`). Quanta that used up their
     budget are counted in the StepReports (``exhausted``) and by :func:`diffchain.diagnose`, not raised.
     """
@@ -525,6 +525,6 @@ def event_rollout(chain: Chain, events: Events, es: EventState, controls, dt, *,
 
     dt = jnp.asarray(dt, chain.m.dtype)
     final, traj = _scan_rollout(chain, body, es, controls, n_steps, checkpoint, lambda c: c.state)
-    if check:  # the run itself: finite and on its rods and sliders (diffchain.diagnosis), one check on its states
+    if check:  # the run itself: finite and on its rods and sliders (diffchain.diagnosis): its final state
         final, traj = check_run(who, chain, final, traj, "a smaller dt, or a lower Events threshold")
     return final, traj

@@ -178,7 +178,7 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
     values (``dt`` not finite and > 0, non-finite controls). ``check=True`` also validates the start with
     :func:`check_state` (on the rod and slider constraints, finite) and, when they are traced, ``dt`` and the controls:
     once per call, when the program runs (one ``lax.cond``; :func:`diffchain.model.runtime_checks`), and the run
-    itself: a ``ValueError`` names the first step at which it is not finite or off the rods and sliders beyond a
+    itself: a ``ValueError`` says when its final state is not finite or off the rods and sliders beyond a
     tolerance that scales with the dtype (:mod:`diffchain.diagnosis`). ``check=False`` skips these (e.g. to study the
     drift correction on purpose, or for a program without host callbacks; :func:`diffchain.diagnose` then reports on
     the run without raising): from a start no motion can keep on the constraints, the PD drift correction may drag
@@ -220,7 +220,7 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
     else:
         final, traj = backend.rollout(plain, chain, state, controls, dt=dt, n_steps=n_steps, solver=solver,
                                       integrator=integrator)
-    if check:  # the run itself: finite and on its constraints (diffchain.diagnosis), one check on its states
+    if check:  # the run itself: finite and on its constraints (diffchain.diagnosis): its final state
         final, traj = check_run("rollout", chain, final, traj, REMEDY)
     return final, traj
 

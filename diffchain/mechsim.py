@@ -34,8 +34,8 @@ def mechanism_rollout(mech, state: State, dt, n_steps: int, *, tau=None, integra
     """Simulate; ``tau`` is None, a constant (n_motors,) or a sequence (n_steps, n_motors). Returns (final, trajectory).
 
     Arguments of the wrong type or shape raise at trace time; ``dt`` (finite, > 0) and ``tau`` (finite) are checked
-    once per call, when the program runs if they are traced, and so is the run itself: a ``ValueError`` names the
-    first step at which it is not finite or leaves its constraints, the loop closure Phi(q, t) or its rate
+    once per call, when the program runs if they are traced, and so is the run itself: a ``ValueError`` says when
+    its final state is not finite or off its constraints, the loop closure Phi(q, t) or its rate
     Phi_q q_dot + Phi_t beyond a tolerance that scales with the dtype (:mod:`diffchain.diagnosis`; a run that leaves its
     branch at a singular configuration leaves them there). ``check=False`` skips all of these; then
     :func:`diffchain.diagnose` reports on the run without raising, with the conditioning of its singular passages.
@@ -73,7 +73,7 @@ def mechanism_rollout(mech, state: State, dt, n_steps: int, *, tau=None, integra
         return s, s
 
     final, traj = jax.lax.scan(body, state, taus)
-    if check:  # the run itself: finite and on its constraints (diffchain.diagnosis), one check on its states
+    if check:  # the run itself: finite and on its constraints (diffchain.diagnosis): its final state
         final, traj = check_run(who, mech, final, traj, "a smaller dt, or a stronger stabilisation such as "
                                 "integrator=RK4(stab_factor=20)")
     return final, traj

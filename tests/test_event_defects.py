@@ -44,7 +44,8 @@ def test_one_sided_limit_stops_a_joint_driven_once_around(sign):
     controls = dc.Control(tau=jnp.zeros((T, 2)).at[:, 0].set(tau))
     final, (traj, rep) = jax.jit(lambda s: dc.event_rollout(chain, events, dc.EventState(s), controls, DT))(state)
     # the free pendulum with the seed quantum, the events' integrator
-    _, free = jax.jit(lambda s: dc.rollout(chain, s, controls, DT, integrator=dc.SeedQuantum()))(state)
+    # (used up to the limit's time only: driven on without the limit, the seed quantum diverges, so unchecked)
+    _, free = jax.jit(lambda s: dc.rollout(chain, s, controls, DT, integrator=dc.SeedQuantum(), check=False))(state)
 
     def continuous(x):
         angles = jax.vmap(lambda x: dc.joint_angles(dc.State(x)))(x)

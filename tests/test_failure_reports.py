@@ -48,15 +48,15 @@ def test_seed_quantum_divergence_is_reported_against_the_rod_lengths(seed_run):
     x, v = np.asarray(traj.x), np.asarray(traj.v)
     finite = np.isfinite(x).all(axis=(1, 2)) & np.isfinite(v).all(axis=(1, 2))
     assert not finite.all() and int(report.first_nonfinite) == first(~finite) and not bool(report.finite)
-    # rod lengths and stretch rates recomputed from the positions, against the report's tolerance (1e-3 of a rod)
+    # rod lengths and stretch rates recomputed from the positions, against the report's tolerance (1e-2 of a rod)
     d, dv = np.diff(x, axis=1), np.diff(v, axis=1)
     rho = np.linalg.norm(d, axis=-1)
     err = np.abs(rho - 1.0).max(-1)
     rate = np.abs(np.sum(d / rho[..., None] * dv, -1)).max(-1)
     size, speed = np.abs(x).max((1, 2)), np.abs(v).max((1, 2))
     eps = np.finfo(np.float64).eps
-    pos_tol = 1e-3 + 8 * eps * 6 * size
-    rate_tol = 0.1 * (1 + speed) + 8 * eps * 6 * speed * (1 + size)
+    pos_tol = 1e-2 + 8 * eps * 6 * size
+    rate_tol = 1.0 * (1 + speed) + 8 * eps * 6 * speed * (1 + size)
     with np.errstate(invalid="ignore"):
         over = (err > pos_tol) | (rate > rate_tol)
     k = first(over)   # (the report measures the rods to first order in their error: the same step, or the next)
@@ -71,20 +71,31 @@ def test_seed_quantum_divergence_is_reported_against_the_rod_lengths(seed_run):
 
 
 def test_rollout_raises_inside_jit_and_step_outside(seed_run):
-    """The message names the step, its time, the error and the tolerance, and how to get the report or go on: first
-    in the JaxRuntimeError under jax.jit; a plain ValueError from dc.step (which checks its new state) outside."""
+    """The rollout checks its final state: a run that ends with its rods 3x the tolerance off raises, one that ends
+    at 0.3x does not (rod lengths from the positions; margins, since this program's round-off differs from the
+    fixture's and the chaotic run amplifies it), and a run that ends not finite says so. The message names the time,
+    the error and the tolerance, and how to get the report or go on: first in the JaxRuntimeError under jax.jit; a
+    plain ValueError from dc.step (which checks its new state) outside."""
     traj, report = seed_run
     k = int(report.first_violation)
-    phrase = (rf"rollout: the run leaves its constraints at step {k} \(t = [0-9.]+\): the rod-length / slider-line "
-              r"error is [0-9.e+-]+ \(tolerance 0.001\)")
-    run = jax.jit(lambda s: dc.rollout(ARM, s, None, 1e-3, n_steps=SEED_STEPS, integrator=dc.SeedQuantum()))
+    err = np.abs(np.linalg.norm(np.diff(np.asarray(traj.x), axis=1), axis=-1) - 1.0).max(-1)
+    quiet, loud = first(err > 0.3e-2), first(err > 3e-2) + 1  # runs of these many steps end at 0.3x and 3x
+    assert 0 < quiet < k < loud < first(~np.isfinite(err))
+    run = jax.jit(lambda s, n: dc.rollout(ARM, s, None, 1e-3, n_steps=n, integrator=dc.SeedQuantum()),
+                  static_argnums=1)
+    jax.block_until_ready(run(ARM_S0, quiet))
     with pytest.raises(ERRORS) as info:
-        jax.block_until_ready(run(ARM_S0))
+        jax.block_until_ready(run(ARM_S0, loud))
+    phrase = (rf"rollout: the run ends off its constraints \(t = {float(traj.t[loud - 1]):.6g}\): the rod-length / "
+              r"slider-line error is [0-9.e+-]+ \(tolerance 0.01\)")
     assert re.search(phrase, first_lines(info.value)), first_lines(info.value)
     assert "check=False" in str(info.value) and "dc.diagnose(model, trajectory)" in str(info.value)
+    with pytest.raises(ERRORS) as info:
+        jax.block_until_ready(run(ARM_S0, SEED_STEPS))
+    assert "rollout: the run ends in a state that is not finite (t = 10)" in first_lines(info.value)
     before = jax.tree_util.tree_map(lambda a: a[k - 1], traj)
     with pytest.raises(ValueError, match=r"^step: the new state is off the constraints \(t = [0-9.]+\): the rod-length "
-                                         r"/ slider-line error is [0-9.e+-]+ \(tolerance 0.001\)"):
+                                         r"/ slider-line error is [0-9.e+-]+ \(tolerance 0.01\)"):
         dc.step(ARM, before, dc.Control(n=6), 1e-3, integrator=dc.SeedQuantum())
 
 
@@ -107,7 +118,7 @@ def test_nonfinite_control_of_a_policy_is_named_before_anything_else():
     assert k > 0 and k == first(below) + 1 and int(report.first_nonfinite) == k and int(report.first_violation) == -1
     with pytest.raises(ERRORS) as info:
         jax.block_until_ready(run(True)(s0))
-    assert f"rollout: the run is not finite from step {k} (t = " in first_lines(info.value)
+    assert f"rollout: the run ends in a state that is not finite (t = {1500e-3:.6g})" in first_lines(info.value)
 
 
 @pytest.mark.full_opt  # (bit for bit: compiled as users' code, tests/conftest.py)
@@ -218,14 +229,14 @@ def test_n_four_bar_leaving_its_branch_is_reported(four_bar_runs):
     th = crank_angles(x)
     with np.errstate(invalid="ignore"):
         off_branch = first(~(np.abs(th - th[:, :1]).max(-1) < 1e-3))   # NaN counts as off
-        k = first(loop_closure(x) > 1e-3)
-    assert 0 < k <= off_branch + 1 < first(~np.isfinite(x).all(axis=(1, 2))) and 5.0 < float(traj.t[k]) < 10.0
+        k = first(loop_closure(x) > 1e-2)
+    assert 0 < k <= off_branch + 1 and k + 3 < first(~np.isfinite(x).all(axis=(1, 2))) and 5.0 < float(traj.t[k]) < 10.0
     assert int(report.first_violation) == k and not bool(report.ok)
-    with pytest.raises(ValueError, match=r"mechanism_rollout: the run leaves its constraints at step \d+ \(t = "
-                                         r"[0-9.]+\): the loop-closure Phi\(q, t\) error is") as info:
-        dc.mechanism_rollout(mech, s0, 5e-3, k + 5)
-    # (this program's round-off differs from the fixture's: the step where it leaves may differ by one or two)
-    assert abs(int(re.search(r"at step (\d+)", str(info.value)).group(1)) - k) <= 2
+    # a run that ends three steps later (this program's round-off differs from the fixture's: it may leave its branch
+    # a step or two later) ends off its constraints, still finite
+    with pytest.raises(ValueError, match=r"mechanism_rollout: the run ends off its constraints \(t = "
+                                         r"[0-9.]+\): the loop-closure Phi\(q, t\) error is"):
+        dc.mechanism_rollout(mech, s0, 5e-3, k + 3)
 
 
 def test_n_four_bar_at_2e3_is_right_and_silent(four_bar_runs):

@@ -70,7 +70,7 @@ def test_jacfwd_equals_jacrev_of_rollout_wrt_initial_state():
 @eqx.filter_grad
 def _grads(args, controls):
     chain, state = args
-    final, _ = dc.rollout(chain, state, controls, 1e-3)
+    final, _ = dc.rollout(chain, state, controls, 1e-3, check=False)  # (runs that drift are left out below)
     return jnp.sum(final.x**2) + jnp.sum(final.v**2)
 
 
@@ -78,7 +78,7 @@ def _grads(args, controls):
 def _peak_violation(chain, state, controls):
     """Largest relative rod-length or slider-line error along the rollout of :func:`_grads` (a rod between two guided
     points is switched off and may stretch)."""
-    _, traj = dc.rollout(chain, state, controls, 1e-3)
+    _, traj = dc.rollout(chain, state, controls, 1e-3, check=False)
     rho = jnp.linalg.norm(traj.x[:, 1:] - traj.x[:, :-1], axis=-1)
     rod = jnp.where(~(chain.guided[:-1] & chain.guided[1:]), jnp.abs(rho - chain.l) / chain.l, 0.0)
     line = jnp.where(chain.slider_mask, jnp.abs(jnp.sum(chain.s * traj.x, -1) - chain.c), 0.0) / jnp.max(chain.l)

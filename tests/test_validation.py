@@ -296,6 +296,7 @@ def test_values_are_checked_at_run_time_of_a_compiled_program():
         jax.block_until_ready(jax.jit(batch)(a(1.0, 2.0, -1.0, 3.0)))
 
 
+@pytest.mark.full_opt  # bit for bit, checked against unchecked, as users' optimised code (conftest.py)
 def test_checks_leave_valid_results_and_gradients_unchanged_and_switch_off():
     """Valid input: the checked program gives the bits of the unchecked one, value and gradient; with
     ``Chain(check=False)`` and ``rollout(check=False)`` the program holds no host callback."""
