@@ -88,6 +88,7 @@ def theta_derivatives(x, v, a):
     return theta(t0), d1(t0), jax.jvp(d1, (t0,), (1.0,))[1]
 
 
+@pytest.mark.slow
 @given(random_problem(sizes=SIZES), st.integers(0, 2**31), st.sampled_from([NO_STAB, 0.05]), st.booleans())
 def test_recursion_equals_kkt(problem, seed, stab, off_manifold):
     """Part II recursion == KKT (accelerations, constraint torques, rod tensions) on random chains with random
@@ -116,6 +117,7 @@ small = jax.jit(lambda c, s, u, on, al, tb, stab: act.small_dynamics(c, s, u, on
 small_part_one = jax.jit(lambda c, s, u, stab: act.small_dynamics(c, s, u, stab=stab))
 
 
+@pytest.mark.slow
 @given(random_problem(sizes=tuple(sorted({2, 3, 4, 6, act.SMALL_MAX}))), st.integers(0, 2**31),
        st.sampled_from([NO_STAB, 0.05]), st.booleans())
 def test_small_form_equals_kkt(problem, seed, stab, off_manifold):
@@ -233,6 +235,7 @@ def _gradient_of(solver):
 grad_rec_all, grad_kkt_all = _gradient_of(act.active_dynamics_recursive), _gradient_of(act.active_dynamics_kkt)
 
 
+@pytest.mark.slow
 @given(random_problem(sizes=SIZES), st.integers(0, 2**31), st.sampled_from([NO_STAB, 0.05]), st.booleans())
 def test_recursion_gradients_equal_kkt_gradients(problem, seed, stab, off_manifold):
     """The Part II recursion's implicit derivatives (:func:`diffchain.active.active_solve`: one more recursion with

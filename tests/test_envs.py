@@ -264,6 +264,7 @@ def _task(name):
     return env, jax.jit(batch), jax.jit(env.step_env)
 
 
+@pytest.mark.slow
 def test_random_action_batches_run_jitted():
     """Every seed task, 64 copies (params batched), 5 random steps of ``jax.vmap(env.step_env)`` under ``jax.jit``
     (CartPoleBalance: 256 copies for 500 steps in the LQR test below)."""
@@ -278,6 +279,7 @@ def test_random_action_batches_run_jitted():
         assert state.steps[-1].tolist() == [N_STEPS] * N_BATCH and not bool(jnp.any(done)), name
 
 
+@pytest.mark.slow
 def test_a_batched_step_is_each_environments_step():
     """Under vmap a plain point-mass chain (the pendulum, the weightlifting arm) steps by diffchain.lean's point-major
     program, not by the vmap of the one-chain program (as the other tasks do, which vmap itself guarantees): each
@@ -357,6 +359,7 @@ def test_open_loop_pendulum_is_too_weak_to_lift_directly():
 
 # ------------------------------------------------------------------------------------------ the training example
 
+@pytest.mark.slow
 def test_train_policy_example_runs_quick():
     """The example's pipeline end to end (2 seeds, 3 iterations, short episodes; its compile with XLA's light
     optimisation, as the rest of the suite)."""

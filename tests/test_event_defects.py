@@ -19,6 +19,7 @@ DT = 1e-3
 G = 9.81
 
 
+@pytest.mark.slow
 # ---------------------------------------------------------------------------------------------------------------------
 # 1. one-sided limits and wrapping
 @pytest.mark.parametrize("sign", [1.0, -1.0], ids=["lower-limit", "upper-limit"])
@@ -135,6 +136,7 @@ def test_impact_in_a_quantum_between_two_stuck_points_adds_no_energy():
     assert np.abs(np.asarray(out.state.v)).max() <= np.abs(v).max()
 
 
+@pytest.mark.slow
 def test_impulse_never_adds_energy_on_random_near_singular_poses():
     """Random chains with random stuck points, held joints and rods bent by at most 1e-7..1e-2 rad (nearly straight
     runs between pins), velocities off the constraints by random drift: the impulse never raises the kinetic
@@ -208,6 +210,7 @@ def _random_drop(rng, k):
     return m, l, lo, hi, theta, theta_dot, rng.uniform(0.3, 1.0), np.array([rng.normal(), -rng.uniform(0.0, 3.0)])
 
 
+@pytest.mark.slow
 def test_random_drops_gain_no_energy_at_impacts_and_do_not_penetrate():
     """32 random drops (3, 4, 6 and 8 links, 8 each, 1.5 s, no torques), contacts with the floor and joint limits on
     both sides, on one side or none. References: the floor (no point below it by more than 1e-9 m); the energy,

@@ -29,6 +29,7 @@ def rollout_loss():
     return jax.jit(loss), jax.jit(jax.grad(loss, argnums=(0, 1), has_aux=True))
 
 
+@pytest.mark.slow
 def test_gradients_match_finite_differences_without_events(rollout_loss):
     """1000 quanta of flight high above the ground with every event mechanism switched on: the gradient equals central
     differences (no event happens, so the loss is smooth)."""
@@ -47,6 +48,7 @@ def test_gradients_match_finite_differences_without_events(rollout_loss):
             np.testing.assert_allclose(g[k], fd, rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.slow
 def test_second_derivatives_match_finite_differences_without_events(rollout_loss):
     """Forward over reverse through the same 1000 event-free quanta: a Hessian-vector product equals central
     differences of the gradient (every derivative takes the scan forms of the sweeps, one_chain_form)."""
@@ -74,6 +76,7 @@ def test_gradients_finite_through_a_long_rollout_with_events(rollout_loss):
     assert seen >= 8
 
 
+@pytest.mark.slow
 def test_gradient_of_a_batch_equals_the_gradients_one_by_one(rollout_loss):
     """grad of a vmap over 1000-quantum rollouts, two with impacts and limit hits, one without: the per-chain
     gradients (this order transposes rare_cond's derivative under vmap: no stop_gradient of a tangent, jax-ml/jax#22011)."""

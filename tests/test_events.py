@@ -197,6 +197,7 @@ def test_ground_reaction_and_holding_torque_are_statics():
     assert np.abs(np.asarray(a)).max() < 1e-10
 
 
+@pytest.mark.slow
 def test_chain_dropped_on_the_ground(drop):
     """No penetration, energy lost at every impact, stuck points do not move, the rods keep their lengths."""
     chain, _, state, (final, (traj, rep)), _ = drop
@@ -231,6 +232,7 @@ def test_recursive_and_kkt_event_rollouts_agree(drop):
     np.testing.assert_allclose(traj.state.x, traj_k.state.x, atol=1e-10)
 
 
+@pytest.mark.slow
 @pytest.mark.full_opt  # bit for bit as users' optimised code (conftest.py)
 def test_quiet_trial_gives_what_the_first_slot_gives(drop, monkeypatch):
     """event_step first tries the quantum in which nothing happens (events._quiet_trial) and runs the slots only
@@ -266,6 +268,7 @@ def test_quiet_trial_gives_what_the_first_slot_gives(drop, monkeypatch):
     assert np.all(quiet[~busy]), "a quantum with one slot and no release is a quiet one"
 
 
+@pytest.mark.slow
 @pytest.mark.full_opt  # bit for bit as users' optimised code (conftest.py)
 def test_first_same_as_last_cache_changes_nothing(drop):
     """A quantum that starts where the last one ended, under the same control, reuses that quantum's final solver call
@@ -295,6 +298,7 @@ def test_first_same_as_last_cache_changes_nothing(drop):
     np.testing.assert_allclose(traj.state.v, traj_r.state.v, atol=1e-10)
 
 
+@pytest.mark.slow
 @pytest.mark.full_opt  # bit for bit as users' optimised code (conftest.py)
 def test_rollout_does_not_reuse_a_cache_from_another_chain():
     """event_rollout starts with a refresh: continuing from an EventState that another chain (here: other masses and
@@ -328,6 +332,7 @@ def test_pendulum_stops_at_a_limit_holds_and_releases():
     assert np.asarray(rep.limit_releases)[2000, 0] and theta[-1] > 0.0
 
 
+@pytest.mark.slow
 def test_stuck_chain_released_when_pulled_up():
     """A chain lying on the ground with every point stuck leaves it when pulled up harder than gravity (z^T R < 0)."""
     chain = dc.free_chain(3, mass=1.0, length=0.5)
@@ -342,6 +347,7 @@ def test_stuck_chain_released_when_pulled_up():
     np.testing.assert_allclose(final.x[:, 1], 0.5 * (11.0 - 9.81) * (50 * DT) ** 2, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_fig6_halving_keeps_a_nearly_straight_run_sane():
     """Seed Fig. 6: joints 1 and 3 stand on the ground, the rods are 0.1% short and the run is nearly straight. The
     PD length correction then asks for huge accelerations of joint 2: a plain quantum shoots the chain into the air,
@@ -379,6 +385,7 @@ def _fig5():
     return chain, events, dc.EventState(state), dc.Control(tau=jnp.zeros((400, 4)).at[:, 2].set(-3.0))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario", [_fig4, _fig5], ids=["fig4-scuffing", "fig5-chattering"])
 def test_seed_anomalies_finish_within_the_budget(scenario):
     chain, events, es, controls = scenario()
@@ -396,6 +403,7 @@ def test_seed_anomalies_finish_within_the_budget(scenario):
         assert np.asarray(traj.chatter).max() >= float(events.chatter_count)
 
 
+@pytest.mark.slow
 def test_contact_switched_on_again_gets_its_impulse():
     """Scuffing (seed §12.2): a contact released in a quantum whose point then heads back into the ground is switched
     on again. Here the impulse of another point's impact pushes it down (8-link drop, quantum 143): moving down, it
@@ -416,6 +424,7 @@ def test_contact_switched_on_again_gets_its_impulse():
     assert np.abs(np.asarray(traj.state.v[..., 1])[stuck]).max() < 1e-12 + gap / (5 * DT)
 
 
+@pytest.mark.slow
 def test_exhausted_budget_finishes_with_a_plain_quantum():
     """With threshold 0 every trial is rejected until the budget's last slot, which is forced to finish: 3 slots =
     refresh, rejected trial, forced trial of the whole quantum. Nothing else happening, that is one plain seed
@@ -433,6 +442,7 @@ def test_exhausted_budget_finishes_with_a_plain_quantum():
     np.testing.assert_allclose(out.a, dc.Recursive()(chain, ref, u, 5 * DT)[0], rtol=0, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_chattering_counter_keeps_a_constraint_on():
     """A constraint released chatter_count times recently is not released (seed §12.2 remedy)."""
     chain = dc.free_chain(3, mass=1.0, length=0.5)
@@ -447,6 +457,7 @@ def test_chattering_counter_keeps_a_constraint_on():
         assert bool(out.stuck.all()) == stays
 
 
+@pytest.mark.slow
 @pytest.mark.full_opt  # bit for bit as users' optimised code (conftest.py)
 def test_batch_with_different_event_states_matches_single_runs():
     """vmap over states whose contact and limit sets differ element by element = the same runs one by one. 20 chains,

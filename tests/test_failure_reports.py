@@ -101,6 +101,7 @@ def test_rollout_raises_inside_jit_and_step_outside(seed_run):
         dc.step(ARM, before, dc.Control(n=6), 1e-3, integrator=dc.SeedQuantum())
 
 
+@pytest.mark.slow
 def test_nonfinite_control_of_a_policy_is_named_before_anything_else():
     """A feedback law with a bug (the log of the tip's height over a level it falls below) returns NaN torques: the
     run is NaN from the step after the first state below that level on, and the check says "not finite"."""
@@ -123,6 +124,7 @@ def test_nonfinite_control_of_a_policy_is_named_before_anything_else():
     assert f"rollout: the run ends in a state that is not finite (t = {1500e-3:.6g})" in first_lines(info.value)
 
 
+@pytest.mark.slow
 @pytest.mark.full_opt  # (bit for bit: compiled as users' code, tests/conftest.py)
 def test_good_runs_report_ok_and_check_false_changes_nothing():
     """The default integrator keeps the rods to round-off: no alarm; check=True and check=False give the same bits,
@@ -220,6 +222,7 @@ def four_bar_runs():
     return mech, s0, runs, diagnose
 
 
+@pytest.mark.slow
 def test_n_four_bar_leaving_its_branch_is_reported(four_bar_runs):
     """At dt = 5e-3 the default RK4 (Baumgarte, T = 50 dt) passes a singular configuration badly and leaves the
     parallelogram branch (the cranks stop being parallel), then the run turns to NaN: the report and the check name
@@ -263,6 +266,7 @@ def test_n_four_bar_at_2e3_is_right_and_silent(four_bar_runs):
     assert abs(k - crossing) <= 2
 
 
+@pytest.mark.slow
 def test_mechanism_at_rest_in_a_singular_configuration_is_reported():
     """Without gravity, an N-four-bar at rest with its cranks along the frame stays there: every step is singular
     (the Jacobian's rank drops by one per crank), which the report says, while the run is finite and on its
@@ -286,6 +290,7 @@ def test_mechanism_at_rest_in_a_singular_configuration_is_reported():
     assert "singular at step 0" in report.summary()
 
 
+@pytest.mark.slow
 # ---------------------------------------------------------------------------------------------------------------------
 # events
 def test_exhausted_event_budgets_are_counted():

@@ -33,6 +33,7 @@ def _central_fd(f, params, direction, h=1e-6):
     return (f(plus) - f(minus)) / (2 * h)
 
 
+@pytest.mark.slow
 def test_rollout_gradients_match_finite_differences():
     T, tau = _problem()
     params = (jnp.array([1.0, 0.8, 0.6]), jnp.array([1.0, 0.7, 0.5]), jnp.array([-1.2, 0.4, 0.3]), jnp.asarray(tau))
@@ -53,6 +54,7 @@ def test_rollout_gradients_match_finite_differences():
             np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_jacfwd_equals_jacrev_of_rollout_wrt_initial_state():
     T, tau = _problem()
     chain = dc.pendulum(3)
@@ -85,6 +87,7 @@ def _peak_violation(chain, state, controls):
     return jnp.maximum(jnp.max(rod), jnp.max(line))
 
 
+@pytest.mark.slow
 @given(random_problem(sizes=(2, 5, 13), pose="random"))
 @example(make_problem(5, 4434, "random"))  # its random slider line was out of reach: the rollout diverged to 1e139
 def test_gradients_finite_on_random_chains(problem):
@@ -120,6 +123,7 @@ def test_jitted_step_does_not_retrace():
     assert len(traces) == 1
 
 
+@pytest.mark.slow
 def test_rk4_gradient_of_a_two_link_pendulum_in_float64():
     """Run in a subprocess with JAX's default XLA flags, as a user's process has them (on jaxlib 0.10.2 this gradient
     once segfaulted in XLA's CPU fusion emitter). The gradient must also match central finite differences."""
@@ -159,6 +163,7 @@ _REV = [jax.jit(jax.grad(lambda *a, s=s: _solver_loss(s, *a), argnums=(1, 2, 3, 
 _FWD = [jax.jit(lambda c, a, t, s=s: jax.jvp(lambda *q: _solver_loss(s, c, *q), a, t)[1]) for s in _SOLVERS]
 
 
+@pytest.mark.slow
 @given(st.one_of(random_problem(sizes=(1, 2, 5, 9)), random_problem(sizes=(2, 5), links=True)))
 def test_implicit_recursion_derivatives_equal_autodiff_of_kkt(problem):
     """The recursion's derivatives are implicit (lax.custom_linear_solve: nothing is differentiated through the
@@ -177,6 +182,7 @@ def test_implicit_recursion_derivatives_equal_autodiff_of_kkt(problem):
     np.testing.assert_allclose(fwd[0], fwd[1], atol=1e-8 * max(1.0, abs(float(fwd[1]))), err_msg=desc)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n_links", [2, 12])  # the unrolled single-chain sweeps (n <= 8 points) and the scans
 def test_second_derivatives_match_finite_differences(n_links):
     """The Hessian of an acceleration w.r.t. the joint angles (reverse over forward and forward over forward) equals

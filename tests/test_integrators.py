@@ -153,6 +153,7 @@ def test_projection_reaches_the_constraints_and_is_idempotent(chain, state, cont
     np.testing.assert_allclose(q.v, p.v, rtol=0, atol=gain * rate_tol)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chain,state,control", problems()[4:5])
 def test_recursive_and_dense_steps_agree(chain, state, control):
     """A step of each new integrator with the O(n) recursion and with the dense KKT solve, under random inputs
@@ -192,6 +193,7 @@ def run_metrics(chain, s0, integrator, dt, n_steps, chunk=1000):
     return np.asarray(dE), np.asarray(rod)
 
 
+@pytest.mark.slow
 def test_default_candidate_meets_the_targets_on_the_chaotic_pendulum():
     """The README's 5-link pendulum released bent, 10^5 steps of dt = 1e-3, float64: rod error <= 1e-8 and energy
     error <= 1e-4 m g L throughout (the issue's targets). Without the projection the first 10^4 steps fail them already:
@@ -259,6 +261,7 @@ def test_rattle_is_time_reversible_and_second_order():
     assert not 3.6 <= order(sie) <= 4.4
 
 
+@pytest.mark.slow
 # --------------------------------------------------------------------------------------- joint kinds, links, grads
 def test_moving_guide_slider_and_rigid_links():
     """A chain with rigid links whose first point is driven with constant a^w and whose last point slides on a line:
@@ -292,6 +295,7 @@ def test_moving_guide_slider_and_rigid_links():
         assert float(dE) <= 1e-4, (type(integ).__name__, float(dE))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("integ,mode", [(DEFAULT, "reverse"), (RATTLE(), "forward")], ids=["RK4+proj", "RATTLE"])
 def test_gradients_match_central_differences(integ, mode):
     """d/d(theta, torques, rod lengths) of a 20-step rollout of a 3-link chain on a cart (a slider) under torques, in
@@ -323,6 +327,7 @@ def test_gradients_match_central_differences(integ, mode):
     np.testing.assert_allclose(grad_d, fd, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_vmap_matches_one_by_one():
     """vmap over starts and chain parameters gives each chain's own rollout (to round-off)."""
     thetas = jnp.array([[0.3, 0.9, -0.7], [1.0, -0.5, 0.2], [-0.4, 0.1, 1.1]])

@@ -62,6 +62,7 @@ def assert_same_rollout(a, b, rtol=1e-10, spread=None):
 INTEGRATORS = [dc.SeedQuantum(), dc.SemiImplicitEuler(), dc.RK4()]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("integrator", INTEGRATORS, ids=lambda i: type(i).__name__)
 @pytest.mark.parametrize("n", [2, 3, 6, 9])
 def test_lean_rollout_is_the_recursion(n, integrator):
@@ -101,6 +102,7 @@ def test_the_point_major_program_runs_only_when_asked_for(monkeypatch):
     assert len(calls) == 6
 
 
+@pytest.mark.slow
 def test_lean_rollout_with_a_shared_chain_and_no_input():
     chains, states, _ = batch(5, range(4), sliders=False)  # new starts below: no line to keep them on
     chain = jax.tree.map(lambda a: a[0], chains)
@@ -127,6 +129,7 @@ def test_nested_vmap_and_no_drift_correction():
     assert_same_rollout(flat(got), want)
 
 
+@pytest.mark.slow
 def test_chains_with_damping_or_drag_are_the_recursions():
     # the point-major program with damping -k_omega omega^z and drag -k_v |v| v, in one batch: a chain with damping
     # only, one with drag only, one with both; results and gradients with respect to everything (k_omega and k_v
@@ -154,6 +157,7 @@ def feedback(K, c0):
     return policy
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("integrator", INTEGRATORS, ids=lambda i: type(i).__name__)
 def test_lean_rollout_with_a_policy_is_the_recursion(integrator):
     chains, states, _ = batch(5, range(5))
@@ -177,6 +181,7 @@ def test_lean_rollout_with_a_policy_is_the_recursion(integrator):
     np.testing.assert_allclose(*per_chain, rtol=1e-10)
 
 
+@pytest.mark.slow
 def test_derivatives_of_a_lean_rollout_are_the_array_forms():
     chains, states, u = batch(4, range(3))
 
@@ -220,6 +225,7 @@ def rollout_loss(roll, in_axes=(0, 0, 0)):
 ADJOINT_INTEGRATORS = [dc.SeedQuantum(), dc.SemiImplicitEuler(), dc.RK4()]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("integrator", ADJOINT_INTEGRATORS, ids=lambda i: type(i).__name__)
 @pytest.mark.parametrize("n, sliders", [(2, False), (5, False), (5, True)])
 def test_batched_gradients_with_respect_to_everything_are_the_array_forms(n, sliders, integrator):
@@ -234,6 +240,7 @@ def test_batched_gradients_with_respect_to_everything_are_the_array_forms(n, sli
     assert float(jnp.max(jnp.abs(got[0].k_v))) > 0  # drag is zero here, its derivative is not
 
 
+@pytest.mark.slow
 def test_batched_gradients_of_shared_arguments_and_of_no_input_are_the_array_forms():
     chain = dc.pendulum(3, length=[0.8, 1.1, 0.6])  # 4 points
     rng = np.random.default_rng(7)
@@ -248,6 +255,7 @@ def test_batched_gradients_of_shared_arguments_and_of_no_input_are_the_array_for
     assert_same_gradients(got, grad(lambda c, s, u: array_form(c, s, None, n_steps=T))(chain, states, None))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("integrator, sliders", [(dc.SeedQuantum(), False), (dc.SemiImplicitEuler(), False),
                                                  (dc.RK4(), False), (dc.SeedQuantum(), True)],
                          ids=["SeedQuantum", "SemiImplicitEuler", "RK4", "SeedQuantum-sliders"])
@@ -279,6 +287,7 @@ def test_batched_gradients_through_a_policy_are_the_array_forms(integrator, slid
     assert_same_gradients(*per_chain)
 
 
+@pytest.mark.slow
 def test_per_chain_gradients_and_second_derivatives_of_batched_rollouts_are_the_array_forms():
     chains, states, u = batch(3, range(3), sliders=False)
 
@@ -299,6 +308,7 @@ def test_per_chain_gradients_and_second_derivatives_of_batched_rollouts_are_the_
     np.testing.assert_allclose(*hvp, rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_the_lean_adjoint_is_traced_only_where_it_applies(monkeypatch):
     calls = []
     real = lean.lean_rollout_vjp

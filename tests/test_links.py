@@ -13,6 +13,7 @@ from strategies import random_problem
 from test_solvers_agree import _rel, assert_solvers_agree, rec
 
 
+@pytest.mark.slow
 @given(random_problem(sizes=(1, 2, 3, 5, 8, 21, 64), links=True))
 def test_inertial_recursion_equals_kkt(problem):
     assert_solvers_agree(problem)
@@ -47,6 +48,7 @@ def test_compound_pendulum(solver):
         np.testing.assert_allclose(alpha, want, rtol=1e-12)
 
 
+@pytest.mark.slow
 def test_energy_conserved_with_inertial_links():
     """Conservative 3-link arm with distributed link masses, offset centres of mass and point masses, in a violent
     motion (|v| up to 16 m/s): the RK4 energy drift over 10 s falls at least 16x when dt halves (fourth order, so the

@@ -117,6 +117,7 @@ def slider_crank(omega=2.0, th0=0.4, r=1.0, l=3.0, m=2.0):
     return mb.build()
 
 
+@pytest.mark.slow
 def test_slider_crank_kinematics_and_crank_pin_reaction():
     """x_C = r c + S, S = sqrt(l^2 - r^2 s^2); x_C' = -r s w - r^2 s c w / S;
     x_C'' = -r c w^2 - r^2 w^2 (c^2 - s^2) / S - r^4 s^2 c^2 w^2 / S^3 (hand-derived, constant w).

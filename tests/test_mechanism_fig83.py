@@ -3,6 +3,7 @@ joint, a revolute loop joint with its reaction, motors) against the joint-space 
 spring and damper power balance; motor inverse dynamics on a Mechanism."""
 import equinox as eqx
 import jax
+import pytest
 import jax.numpy as jnp
 import numpy as np
 
@@ -63,6 +64,7 @@ def joint_space(y, yd, tau):
     return q, x, v, a, lam
 
 
+@pytest.mark.slow
 def test_fig83_natural_coordinates_match_joint_space_and_loop_reaction():
     rng = np.random.default_rng(7)
     y, yd, t1, t4 = rng.uniform(0.4, 2.0, 2), rng.uniform(-1.5, 1.5, 2), 1.3, -0.6
@@ -109,6 +111,7 @@ def test_spring_damper_power_balance():
     assert float(damper) < 0
 
 
+@pytest.mark.slow
 def test_fig83_driven_by_cylinder_length_and_elbow_angle():
     """Kinematic analysis with a "distance" driver (the cylinder: |A P| = d(t)) and a "relangle" driver (the elbow:
     q4(t)) against the triangle's closed form y1 = arccos((l1^2 + l2^2 - d^2) / (2 l1 l2))."""

@@ -89,6 +89,7 @@ def test_rollout_validates_its_start():
         dc.check_state(both_ends, dc.State(apart.x.at[2, 1].set(-2.0), apart.v))
 
 
+@pytest.mark.slow
 def test_unchecked_programs_have_no_host_callbacks():
     """JAX's persistent compilation cache refuses programs with host callbacks. The start checks are such callbacks
     (``eqx.error_if``); with ``check=False`` the rollouts, their gradients and event rollouts must contain none, so
@@ -149,6 +150,7 @@ def test_joint_damping_and_drag_dissipate():
     assert float(jnp.sum(F_d * state.v)) < 0
 
 
+@pytest.mark.slow
 def test_dalpha_dtau_forward_reverse_and_affinity():
     """Seed §8.1: d alpha/d tau by jacfwd equals jacrev, and alpha is affine in tau: alpha(tau) = alpha(0) + J tau,
     so the torques producing a prescribed alpha at chosen joints solve one linear system (seed §8.2)."""
@@ -167,6 +169,7 @@ def test_dalpha_dtau_forward_reverse_and_affinity():
     np.testing.assert_allclose(alpha(jnp.append(tau_w, 0.0))[:4], target, atol=1e-9)
 
 
+@pytest.mark.slow
 def test_vmap_over_models_and_states():
     """One compiled step serves a batch of different models and states; each equals its own unbatched result."""
     rng = np.random.default_rng(3)

@@ -30,11 +30,13 @@ def _run_blocks(path):
         os.environ.update(environ)
 
 
+@pytest.mark.slow
 def test_readme_examples_run():
     assert len(_blocks(ROOT / "README.md")) >= 5
     _run_blocks(ROOT / "README.md")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", [p for p in PAGES if _blocks(p)], ids=lambda p: p.relative_to(DOCS).as_posix())
 def test_docs_examples_run(page):
     _run_blocks(page)
@@ -111,6 +113,7 @@ def test_docs_build_strict(tmp_path):
     assert [n for n in dc.__all__ if f'id="diffchain.{n}"' not in api] == []
 
 
+@pytest.mark.slow
 def test_notebook_code_cells_run():
     import json
 
@@ -124,6 +127,7 @@ def test_notebook_code_cells_run():
                 exec(compile("".join(cell["source"]), str(path), "exec"), namespace)
 
 
+@pytest.mark.slow
 def test_quick_start_commands_write_their_pictures(tmp_path):
     """The README's main job (``python -m diffchain demo``) and the events demo, shortened, in fresh processes as a
     newcomer runs them: each writes a PNG and says where."""

@@ -120,6 +120,7 @@ def test_free_chain_conserves_momenta():
             assert float(jnp.max(jnp.abs(L - L0))) <= tol * scale * float(jnp.max(chain.l)) * n
 
 
+@pytest.mark.slow
 def test_rod_lengths_stay_bounded_over_1e5_seed_quanta():
     """The seed scheme with its PD drift correction (seed §12.2 eq. 33, delta_eps = 5 dt) keeps the rod-length error
     below 1e-4 l over 10^5 quanta with no secular growth; without the correction the same run drifts by >1000x more

@@ -81,6 +81,7 @@ def two_devices():
     return json.loads(line[len("RESULT "):])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("program", ["default", "pointmajor_rk4"])
 def test_sharded_rollout_and_gradient_equal_one_device(two_devices, program):
     res = two_devices[program]

@@ -29,6 +29,7 @@ def assert_solvers_agree(problem, stab=None):
         assert _rel(np.asarray(phi1)[free_rod], np.asarray(phi2)[free_rod]) <= 1e-9, desc
 
 
+@pytest.mark.slow
 @given(random_problem(), st.sampled_from([None, 0.01]))
 def test_recursive_equals_kkt_on_random_chains(problem, stab):
     assert_solvers_agree(problem, stab)

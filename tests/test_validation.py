@@ -268,6 +268,7 @@ def test_bad_input_outside_jit(case):
         f(*args)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_bad_input_inside_jit(case):
     _, f, args, exc, phrase, value = case
@@ -296,6 +297,7 @@ def test_values_are_checked_at_run_time_of_a_compiled_program():
         jax.block_until_ready(jax.jit(batch)(a(1.0, 2.0, -1.0, 3.0)))
 
 
+@pytest.mark.slow
 @pytest.mark.full_opt  # bit for bit, checked against unchecked, as users' optimised code (conftest.py)
 def test_checks_leave_valid_results_and_gradients_unchanged_and_switch_off():
     """Valid input: the checked program gives the bits of the unchecked one, value and gradient; with
@@ -320,6 +322,7 @@ def test_checks_leave_valid_results_and_gradients_unchanged_and_switch_off():
     assert callbacks(True) and not callbacks(False)
 
 
+@pytest.mark.slow
 def test_float32_start_of_short_links_is_accepted():
     """The library's own float32 start (``from_joint_angles``) of 10 links of 1 cm, away from the origin, where the
     round-off of a position (~eps |x| = 2.4e-7 m) is far above 1e-6 of a rod: ``rollout`` accepts it in float32 and
