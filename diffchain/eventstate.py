@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .detection import _angles, _slack, limit_arc
-from .model import Chain, Control, State, _concrete, _require
+from .model import Chain, Control, State, _concrete, _require, runtime_checks
 
 
 class Events(eqx.Module):
@@ -199,6 +199,11 @@ def check_event_state(chain: Chain, events: Events, es: EventState, tol: float =
     theta = _angles(state.x, es.theta)
     lo, hi, limited = limit_arc(events)
     out = ~es.held & limited & ((theta > hi + tol) | (theta < lo - tol))
-    x = eqx.error_if(state.x, below, "check_event_state: a contact point starts below an obstacle line")
-    x = eqx.error_if(x, jnp.any(out), "check_event_state: a joint starts outside its angle limits")
+    deepest = -jnp.min(jnp.where(free[:, None], depth, jnp.inf), initial=jnp.inf)
+    excess = jnp.max(jnp.where(~es.held & limited, jnp.maximum(theta - hi, lo - theta), -jnp.inf), initial=-jnp.inf)
+    (x,) = runtime_checks((state.x,), [
+        (below, f"check_event_state: every free contact point must start on or above its obstacle lines (to {tol:g} "
+                f"of the longest rod), got one {{0:.3g}} m below", deepest),
+        (jnp.any(out), f"check_event_state: every free joint must start within its angle limits (to {tol:g} rad), got "
+                       f"one {{0:.3g}} rad outside", excess)])
     return eqx.tree_at(lambda e: e.state.x, es, x)

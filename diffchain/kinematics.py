@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from .mechsolvers import constraint_terms, kkt_solve, rank_info
-from .model import State
+from .model import State, runtime_checks
 
 ASSEMBLED, UNREACHABLE, INCONSISTENT_DRIVERS = 0, 1, 2
 KIN_STATUS = {ASSEMBLED: "assembled", UNREACHABLE: "no configuration satisfies the constraints near the guess "
@@ -65,7 +65,8 @@ def assemble(mech, guess: State, *, n_penalty: int = 8, n_newton: int = 12, tol:
     status = jnp.where(ok, ASSEMBLED, UNREACHABLE)
     q = jnp.where(jnp.all(jnp.isfinite(q)), q, q0)
     if check:
-        q = eqx.error_if(q, ~ok, KIN_STATUS[UNREACHABLE])
+        (q,) = runtime_checks((q,), [(~ok, f"assemble: {KIN_STATUS[UNREACHABLE]}: the constraint residual must be at "
+                                           f"most {tol:g} of the mechanism's size, got {{0:.3g}} of it", res / size)])
     return State(q.reshape(guess.x.shape), guess.v, t), KinInfo(res, r, mob, status)
 
 
@@ -95,7 +96,8 @@ def _project(mech, J, Mw, rhs, check):
     res = jnp.max(jnp.abs((J @ w - rhs) * mech.on), initial=0.0)
     bad = ~(res <= 1e-8 * (1.0 + jnp.max(jnp.abs(rhs))))
     if check:
-        w = eqx.error_if(w, bad, KIN_STATUS[INCONSISTENT_DRIVERS])
+        (w,) = runtime_checks((w,), [(bad, f"{KIN_STATUS[INCONSISTENT_DRIVERS]}: the residual of J w = rhs must be "
+                                          "at most 1e-8 (1 + max|rhs|), got {0:.3g}", res)])
     return w, KinInfo(res, r, mob, jnp.where(bad, INCONSISTENT_DRIVERS, ASSEMBLED))
 
 

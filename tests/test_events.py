@@ -495,5 +495,5 @@ def test_bad_event_input_is_refused():
         dc.event_step(dc.free_chain(3), dc.Events(3), dc.EventState(dc.State(jnp.zeros((4, 2)))), dc.Control(n=4), DT)
     chain = dc.free_chain(2, length=0.5)
     below = dc.from_joint_angles(chain, jnp.array([-0.5, 0.0]), base=(0.0, 0.1))
-    with pytest.raises(Exception, match="below an obstacle"):
+    with pytest.raises(Exception, match="must start on or above its obstacle lines"):
         eqx.filter_jit(dc.check_event_state)(chain, dc.Events(chain.n, ground=0.0), dc.EventState(below))

@@ -224,6 +224,13 @@ CASES = [
      "event_rollout: controls must carry a leading time axis", S),
     ("event controls nan", lambda tau: ev_roll(controls=dc.Control(tau=tau)), (jnp.full((1, 3), NAN),), ValueError,
      "event_rollout: the control's tau must be finite", V),
+    ("event start below the ground", lambda x: dc.check_event_state(CHAIN, dc.Events(CHAIN.n, ground=5.0),
+                                                                    dc.EventState(dc.State(x, S0.v))).state.x,
+     (S0.x,), ValueError, "check_event_state: every free contact point must start on or above its obstacle", V),
+    ("event start outside a limit", lambda x: dc.check_event_state(
+        CHAIN, dc.Events(CHAIN.n, theta_min=a(-INF, -0.1), theta_max=a(INF, 0.1)),
+        dc.EventState(dc.State(x, S0.v))).state.x,
+     (S0.x,), ValueError, "check_event_state: every free joint must start within its angle limits", V),
     ("mechanism tau length", lambda tau: mech_roll(tau), (a(0.5, 0.2),), ValueError,
      r"mechanism_rollout: tau must be None, one torque per motor \(n_motors,\) = \(1,\)", S),
     ("mechanism tau steps", lambda tau: mech_roll(tau, n_steps=2), (jnp.zeros((3, 1)),), ValueError,
