@@ -309,10 +309,10 @@ def diagnose(model, trajectory, *, rtol=None, singular_tol=None) -> Report:
         first_bad=first_bad, times=m.times)
 
 
-def run_checks(who: str, model, trajectory, remedy: str, final: bool = False) -> list:
-    """The checks of a rollout's result for :func:`diffchain.model.runtime_checks`: raise, naming the first step and
-    its time, when the states of ``trajectory`` are not finite or leave the constraints (whichever comes first).
-    ``final``: ``trajectory`` holds the final state alone (:func:`check_run`). Only scalars enter them."""
+def run_checks(who: str, model, trajectory, remedy: str) -> list:
+    """The checks of a result for :func:`diffchain.model.runtime_checks`: raise, naming its time, when the state of
+    ``trajectory`` (one entry: :func:`diffchain.step`'s new state, or a rollout's final state, :func:`check_run`) is
+    not finite or off the constraints. Only scalars enter them."""
     m = _measures(model, trajectory)
     if m.pos.shape[0] == 0:
         return []
@@ -327,12 +327,9 @@ def run_checks(who: str, model, trajectory, remedy: str, final: bool = False) ->
     if who == "step":  # one new state
         nonfinite = "the new state is not finite (t = {1:.6g})"
         leaves = "the new state is off the constraints (t = {1:.6g})"
-    elif final:
+    else:
         nonfinite = "the run ends in a state that is not finite (t = {1:.6g})"
         leaves = "the run ends off its constraints (t = {1:.6g})"
-    else:
-        nonfinite = "the run is not finite from step {0:.0f} (t = {1:.6g}) on"
-        leaves = "the run leaves its constraints at step {0:.0f} (t = {1:.6g})"
     return [
         (nonfinite_first, f"{who}: {nonfinite}: the positions or velocities hold NaN or inf. {hint}",
          jnp.stack([jnp.maximum(kn, 0).astype(m.times.dtype), m.times[jnp.maximum(kn, 0)]])),
@@ -355,7 +352,7 @@ def check_run(who: str, model, final, trajectory, remedy: str):
     from .model import runtime_checks
 
     one_step = jax.tree_util.tree_map(lambda a: jnp.asarray(a)[None], final)  # (an EventState: its chain's state)
-    checks = run_checks(who, model, one_step, remedy, final=True)
+    checks = run_checks(who, model, one_step, remedy)
     if not checks:
         return final, trajectory
     get_final = (lambda f: f.x) if isinstance(final, State) else (lambda f: f.state.x)
