@@ -498,17 +498,17 @@ def event_rollout(chain: Chain, events: Events, es: EventState, controls, dt, *,
     and sliders beyond a tolerance that scales with the dtype (:mod:`diffchain.diagnosis`). Quanta that used up their
     budget are counted in the StepReports (``exhausted``) and by :func:`diffchain.diagnose`, not raised.
     """
-    from .integrate import _check_controls, _describe, _scan_rollout, check_n_steps, control_checks, dt_checks
+    from .integrate import check_controls, describe, _scan_rollout, check_n_steps, control_checks, dt_checks
 
     who = "event_rollout"
     if not isinstance(solver, ActiveSolver):
         raise TypeError(f"{who}: solver must be an active-joint solver instance: ActiveRecursive() or ActiveKKT(), "
-                        f"got {_describe(solver)}")
+                        f"got {describe(solver)}")
     if not isinstance(es, EventState):
-        raise TypeError(f"{who}: es must be a diffchain.EventState (e.g. dc.EventState(state)), got {_describe(es)}")
+        raise TypeError(f"{who}: es must be a diffchain.EventState (e.g. dc.EventState(state)), got {describe(es)}")
     n_steps = check_n_steps(n_steps, who)
     check_sizes(chain, es.state, controls, who)
-    controls = _check_controls(chain, controls, n_steps, who)
+    controls = check_controls(chain, controls, n_steps, who)
     pending = dt_checks(dt, who, check) + (control_checks(controls, who, check) if isinstance(controls, Control) else [])
     if pending:
         es = eqx.tree_at(lambda e: e.state.x, es, runtime_checks((es.state.x,), pending)[0])

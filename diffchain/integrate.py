@@ -44,7 +44,7 @@ def step(chain: Chain, state: State, control: Control, dt, *, solver: Solver = R
     """
     check_arguments(solver, integrator, "step")
     if not isinstance(control, Control):
-        raise TypeError(f"step: control must be a diffchain.Control, got {_describe(control)}")
+        raise TypeError(f"step: control must be a diffchain.Control, got {describe(control)}")
     check_sizes(chain, state, control, "step")
     if control.tau.shape != (chain.n,):
         raise ValueError(f"step: control must be one control, tau of shape (n,) = ({chain.n},) and F, a_w "
@@ -64,7 +64,7 @@ def _step(chain, state, control, dt, solver, integrator):
     return integrator.step(chain, state, control, dt, solver)
 
 
-def _describe(obj):
+def describe(obj):
     if isinstance(obj, type):
         return f"the class {obj.__name__} (pass an instance, {obj.__name__}())"
     return f"{obj!r} (of type {type(obj).__name__})"
@@ -75,10 +75,10 @@ def check_arguments(solver, integrator, who: str):
     if not isinstance(integrator, Integrator):
         raise TypeError(f"{who}: integrator must be an Integrator instance: Projected(), RATTLE(), RK4(), "
                         f"SemiImplicitEuler(), SeedQuantum() (or a subclass of diffchain.Integrator), got "
-                        f"{_describe(integrator)}")
+                        f"{describe(integrator)}")
     if not isinstance(solver, Solver):
         raise TypeError(f"{who}: solver must be a chain solver instance: Recursive() or KKT() (mechanisms take "
-                        f"their own solvers), got {_describe(solver)}")
+                        f"their own solvers), got {describe(solver)}")
 
 
 def dt_checks(dt, who: str, traced: bool = True) -> list:
@@ -87,7 +87,7 @@ def dt_checks(dt, who: str, traced: bool = True) -> list:
     if jnp.ndim(dt) != 0:
         raise ValueError(f"{who}: dt must be a scalar time step, got shape {jnp.shape(dt)}")
     if not jnp.issubdtype(jnp.result_type(dt), jnp.number) or jnp.issubdtype(jnp.result_type(dt), jnp.complexfloating):
-        raise TypeError(f"{who}: dt must be a real number, got {_describe(dt)}")
+        raise TypeError(f"{who}: dt must be a real number, got {describe(dt)}")
     if not isinstance(dt, jax.core.Tracer):
         value = float(dt)
         if not (value > 0 and value < float("inf")):
@@ -104,11 +104,11 @@ def check_n_steps(n_steps, who: str):
         raise TypeError(f"{who}: n_steps must be a Python int known at trace time (it sets the length of the scan), "
                         f"got a traced value; mark it static (jax.jit(..., static_argnames='n_steps'))")
     if isinstance(n_steps, (bool, np.bool_)) or jnp.ndim(n_steps) != 0:
-        raise TypeError(f"{who}: n_steps must be an int >= 0, got {_describe(n_steps)}")
+        raise TypeError(f"{who}: n_steps must be an int >= 0, got {describe(n_steps)}")
     try:
         n_steps = operator.index(n_steps)
     except TypeError:
-        raise TypeError(f"{who}: n_steps must be an int >= 0, got {_describe(n_steps)}") from None
+        raise TypeError(f"{who}: n_steps must be an int >= 0, got {describe(n_steps)}") from None
     if n_steps < 0:
         raise ValueError(f"{who}: n_steps must be an int >= 0, got {n_steps}")
     return n_steps
@@ -142,7 +142,7 @@ def finite_check(x, message: str, time_axis: bool) -> tuple:
     return bad, message, flat[jnp.argmax(bad)]
 
 
-def _check_controls(chain, controls, n_steps, who):
+def check_controls(chain, controls, n_steps, who):
     """The shape and type checks of :func:`rollout`'s ``controls`` (and their agreement with ``n_steps``)."""
     if controls is None or (callable(controls) and not isinstance(controls, Control)):
         if n_steps is None:
@@ -150,7 +150,7 @@ def _check_controls(chain, controls, n_steps, who):
         return controls
     if not isinstance(controls, Control):
         raise TypeError(f"{who}: controls must be a diffchain.Control with a leading time axis (tau (T, n)), a policy "
-                        f"policy(state) -> Control, or None; got {_describe(controls)}")
+                        f"policy(state) -> Control, or None; got {describe(controls)}")
     if controls.tau.ndim != 2:
         raise ValueError(f"{who}: controls must carry a leading time axis, tau of shape (T, n) = (T, {chain.n}) and F, "
                          f"a_w (T, {chain.n}, 2), got tau of shape {controls.tau.shape} (for one control held over "
@@ -195,14 +195,14 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
     """
     check_arguments(solver, integrator, "rollout")
     if not isinstance(state, State):
-        raise TypeError(f"rollout: state must be a diffchain.State, got {_describe(state)}")
+        raise TypeError(f"rollout: state must be a diffchain.State, got {describe(state)}")
     n_steps = check_n_steps(n_steps, "rollout")
     if checkpoint is not None and (isinstance(checkpoint, bool) or not isinstance(checkpoint, (int, np.integer))
                                    or checkpoint < 1):
         raise ValueError(f"rollout: checkpoint must be None or an int >= 1 (steps per recomputed segment), got "
                          f"{checkpoint!r}")
     check_sizes(chain, state, controls, "rollout")
-    controls = _check_controls(chain, controls, n_steps, "rollout")
+    controls = check_controls(chain, controls, n_steps, "rollout")
     _check_dtypes(chain, state, controls, "rollout")
     pending = dt_checks(dt, "rollout", check)
     pending += control_checks(controls, "rollout", check) if isinstance(controls, Control) else []
@@ -216,7 +216,7 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
         final, traj = plain(chain, state, controls)
     elif not isinstance(backend, Backend):
         raise TypeError(f"rollout: backend must be None or a diffchain backend such as diffchain.PointMajor(), got "
-                        f"{_describe(backend)}")
+                        f"{describe(backend)}")
     else:
         final, traj = backend.rollout(plain, chain, state, controls, dt=dt, n_steps=n_steps, solver=solver,
                                       integrator=integrator)
@@ -228,7 +228,7 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
 def _rollout(chain, state, controls, dt, n_steps, solver, integrator, checkpoint):
     def body(s, u):
         if not isinstance(u, Control):
-            raise TypeError(f"rollout: the policy must return a diffchain.Control, got {_describe(u)}")
+            raise TypeError(f"rollout: the policy must return a diffchain.Control, got {describe(u)}")
         check_sizes(chain, s, u, "rollout")  # (at trace time: a policy's control)
         s = _step(chain, s, u, dt, solver, integrator)
         return s, s
