@@ -1,26 +1,28 @@
 """diffchain: differentiable dynamics of planar kinematic chains in JAX."""
-from ._xla_flags import set_xla_cpu_flags, xla_cpu_flags
-from .model import Chain, Control, State, cart_chain, free_chain, pendulum
-from .geometry import (from_joint_angles, joint_accelerations, joint_angles, joint_velocities, link_angles)
-from .forces import energy
-from .solvers import KKT, Recursive, Solver, forward_dynamics
-from .integrators import RK4, Integrator, SeedQuantum, SemiImplicitEuler
-from .projection import RATTLE, Projected, project
-from .integrate import Backend, check_state, constraint_violation, rollout, step
-from .lean import PointMajor
-from .sharding import shard
-from .sensitivity import da_dF, dalpha_dtau
-from .mechanism import Mechanism, MechanismBuilder
-from .mechsolvers import Larin, NullSpace, RangeSpace, constraint_terms, lagrange_terms, mechanism_dynamics, reactions
-from .kinematics import (accelerations as acceleration_analysis, assemble, kinematic_analysis,
+from ._xla.flags import set_xla_cpu_flags, xla_cpu_flags
+from ._model.chain import Chain, Control, State, cart_chain, free_chain, pendulum
+from ._model.geometry import (from_joint_angles, joint_accelerations, joint_angles, joint_velocities, link_angles)
+from ._model.forces import energy
+from ._solvers.base import KKT, Recursive, Solver, forward_dynamics
+from ._simulate.integrators import RK4, Integrator, SeedQuantum, SemiImplicitEuler
+from ._simulate.projection import RATTLE, Projected, project
+from ._simulate.rollout import Backend, check_state, constraint_violation, rollout, step
+from ._xla.point_major_backend import PointMajor
+from ._xla.sharding import shard
+from ._analysis.sensitivity import da_dF, dalpha_dtau
+from ._model.mechanism import Mechanism, MechanismBuilder
+from ._solvers.mechanism import (Larin, NullSpace, RangeSpace, constraint_terms, lagrange_terms, mechanism_dynamics,
+                                 reactions)
+from ._analysis.kinematics import (accelerations as acceleration_analysis, assemble, kinematic_analysis,
                          velocities as velocity_analysis)
-from .mechsim import (actuator_forces, loop_closure_dynamics, loop_closure_terms, mechanism_inverse_dynamics,
-                      mechanism_rollout)
-from .banded import closed_chain_dynamics
-from .active import ActiveKKT, ActiveRecursive, active_dynamics_kkt, active_dynamics_recursive
-from .eventstate import EventState, Events, StepReport, check_event_state
-from .events import event_rollout, event_step
-from .diagnosis import Report, diagnose
+from ._simulate.mechanism import (actuator_forces, loop_closure_dynamics, loop_closure_terms,
+                                  mechanism_inverse_dynamics, mechanism_rollout)
+from ._solvers.closed_chain import closed_chain_dynamics
+from ._solvers.held import ActiveKKT, ActiveRecursive, active_dynamics_kkt, active_dynamics_recursive
+from ._events.state import EventState, Events, StepReport, check_event_state
+from ._events.quantum import event_step
+from ._events.rollout import event_rollout
+from ._analysis.diagnosis import Report, diagnose
 
 __all__ = [
     # the chain, its state and inputs (model.py, geometry.py, forces.py)

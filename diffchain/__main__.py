@@ -96,7 +96,7 @@ def events(args) -> int:
         matplotlib.use("Agg")
     import jax
 
-    from diffchain.demo_events import falling_chain_figure
+    from diffchain._events.demo import falling_chain_figure
 
     jax.config.update("jax_enable_x64", True)
     falling_chain_figure(args.out, gif=args.gif, T=args.steps, dt=args.dt)

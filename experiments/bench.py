@@ -439,7 +439,7 @@ def section_grad():
         return jnp.sum(final.x ** 2) + jnp.sum(final.v ** 2)
 
     def array_form(ch, s0, u, dt, checkpoint=None, n_steps=None):  # the vmap of the one-chain program
-        from diffchain.integrate import _rollout
+        from diffchain._simulate.rollout import _rollout
         return _rollout(ch, s0, u, dt, n_steps, dc.Recursive(), dc.SeedQuantum(), checkpoint)
 
     def timed(fns, ratios):
@@ -506,7 +506,7 @@ def section_grad():
                      f"– / {compile_s[key]:.1f} s"])
     R.add(md_table(["batch", "checkpoint (one copy) / differentiated (batch)", "forward", "forward + reverse (grad)",
                     "grad / forward (target ≤ 3)", "grad / array-form forward", "compile fwd / grad"], rows))
-    R.add("For a batch both passes are those of `backend=dc.PointMajor()` (`diffchain.lean`): the forward pass, and the reverse pass "
+    R.add("For a batch both passes are those of `backend=dc.PointMajor()` (`diffchain._xla.point_major`): the forward pass, and the reverse pass "
           "(`lean.lean_rollout_vjp`: the Thomas solve differentiated implicitly, only the cotangents asked for; the "
           "forward pass keeps the state at the start of each block of 10 steps, and the reverse pass recomputes each "
           "block in cache; with a policy, each reverse step pulls the inputs' cotangent back through the policy's "

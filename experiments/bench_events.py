@@ -99,8 +99,8 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
-from diffchain import active as dca  # noqa: E402
-from diffchain import events as dce  # noqa: E402  (constrained_dynamics, detect: the pieces of section profile)
+from diffchain._solvers import held as dca  # noqa: E402
+from diffchain._events import detection as dcd, dynamics as dce  # noqa: E402  (the pieces of section profile)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -744,11 +744,11 @@ def ladder_fns(T, stab_factor=5.0):
 
     def cd_det(chain, events, es, s, u):
         a, tau, Rf = cd(chain, events, es, s, u)
-        (s_c, _, _), (s_l, _, _) = dce.detect(chain, events, es, s.x, s.v, a, DT)
+        (s_c, _, _), (s_l, _, _) = dcd.detect(chain, events, es, s.x, s.v, a, DT)
         return keep(_seed_quantum(s, a, DT), tau, Rf, s_c, s_l)
 
     def one(chain, events, es, s, u):  # a quiet quantum's one slot: detect, the quantum, one solver call at its end
-        (s_c, _, _), (s_l, _, _) = dce.detect(chain, events, es, s.x, s.v, es.a, DT)
+        (s_c, _, _), (s_l, _, _) = dcd.detect(chain, events, es, s.x, s.v, es.a, DT)
         s1 = _seed_quantum(s, es.a, DT)
         a1, tau1, R1 = cd(chain, events, es, s1, u)
         err = jnp.max(jnp.linalg.norm(a1 - es.a, axis=-1)) * DT
@@ -800,7 +800,7 @@ def section_profile(single):
                                                                            stab)),
             "cd": (lambda ch, e, x, u1=u1: dce.constrained_dynamics(ch, e, x, x.x, x.v, x.t, u1, stab,
                                                                     jnp.zeros((), bool))),
-            "detect": (lambda ch, e, x: dce.detect(ch, e, x, x.x, x.v, jnp.zeros_like(x.x), DT)),
+            "detect": (lambda ch, e, x: dcd.detect(ch, e, x, x.x, x.v, jnp.zeros_like(x.x), DT)),
         }
         kern = {name: kernel_count(jax.jit(f).lower(chain, ev8, es).compile()) for name, f in pieces.items()}
         r["kern"] = kern
@@ -846,7 +846,7 @@ def section_profile(single):
 # ------------------------------------------------------------------------------------------------------- reading
 
 def _active_form(n):
-    """Which form ``active_dynamics_recursive`` takes on one chain of n points (diffchain.active.part_two_sweeps)."""
+    """Which form ``active_dynamics_recursive`` takes on one chain of n points (diffchain._solvers.held.part_two_sweeps)."""
     if 1 < n <= dca.SMALL_MAX:
         return "on one chain of this size: the lambda-first form written out in scalars, `active._small_sweeps`"
     return "the Part II recursion"

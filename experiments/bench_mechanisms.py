@@ -1,6 +1,6 @@
 """Cost of one forward-dynamics evaluation of a closed chain of n links (both ends pinned: one loop through the ground):
 dense KKT / range-space on the generic Mechanism (O(n^3): dense Jacobian, complete-pivot rank check, dense solve) versus
-the banded O(n) Thomas solve of diffchain.banded (seed 001 §8.13). Prints a table of microseconds per call and ratios.
+the banded O(n) Thomas solve of diffchain._solvers.closed_chain (seed 001 §8.13). Prints a table of microseconds per call and ratios.
 
     python experiments/bench_mechanisms.py [--max-dense 256] [--max-banded 4096]
 """
@@ -16,9 +16,9 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import diffchain as dc  # noqa: E402
-from diffchain import mechsolvers as ms  # noqa: E402
-from diffchain.banded import closed_chain_dynamics  # noqa: E402
-from diffchain.mechanism import MechanismBuilder  # noqa: E402
+from diffchain._solvers import mechanism as ms  # noqa: E402
+from diffchain._solvers.closed_chain import closed_chain_dynamics  # noqa: E402
+from diffchain._model.mechanism import MechanismBuilder  # noqa: E402
 
 dc.set_xla_cpu_flags()  # this script's process: the recommended XLA CPU flags
 

@@ -31,7 +31,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 import diffchain as dc  # noqa: E402
-from diffchain.projection import RATTLE, Projected  # noqa: E402
+from diffchain._simulate.projection import RATTLE, Projected  # noqa: E402
 
 dc.set_xla_cpu_flags()
 jax.config.update("jax_enable_x64", True)

@@ -23,7 +23,7 @@ out, on a toy sweep and on the library's batched rollout (README, "What limited 
    kernels (``rod_geometry``, ``rod_rhs``, ``point_forces``, ``slider_rhs``, ``projector``), against the library's
    batched rollout: left to XLA's fusion, and with each point's values materialised by a product with the identity;
    and the lambda-first form of the same step (rod tensions by the Thomas algorithm, as in section 4).
-Since ``diffchain.lean`` the library's ``vmap``-ed rollout of a pendulum is the lean form of section 4 made exact;
+Since ``diffchain._xla.point_major`` the library's ``vmap``-ed rollout of a pendulum is the lean form of section 4 made exact;
 sections 3-5 measure against the array form (the ``vmap`` of the one-chain program), and show the lean form too.
 """
 from __future__ import annotations
@@ -39,10 +39,10 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import diffchain as dc  # noqa: E402
-from diffchain import recursive  # noqa: E402
-from diffchain.constraints import projector, rod_rhs, slider_rhs  # noqa: E402
-from diffchain.forces import point_forces  # noqa: E402
-from diffchain.geometry import link_omega_c, rod_geometry  # noqa: E402
+from diffchain._solvers import recursive  # noqa: E402
+from diffchain._constraints.chain import projector, rod_rhs, slider_rhs  # noqa: E402
+from diffchain._model.forces import point_forces  # noqa: E402
+from diffchain._model.geometry import link_omega_c, rod_geometry  # noqa: E402
 
 dc.set_xla_cpu_flags()  # the flags diffchain recommends, as its users would set them
 
@@ -79,15 +79,15 @@ def toy_sweep(m, written_out):
 
 def array_form(T, dt):
     """``jit`` of the ``vmap`` of the library's one-chain rollout (the array form, which ``diffchain.rollout`` runs
-    under ``vmap`` for chains that ``diffchain.lean`` does not take): final positions of a batch."""
-    from diffchain.integrate import _rollout
+    under ``vmap`` for chains that ``diffchain._xla.point_major`` does not take): final positions of a batch."""
+    from diffchain._simulate.rollout import _rollout
 
     return jax.jit(lambda c, s: jax.vmap(
         lambda si: _rollout(c, si, None, dt, T, dc.Recursive(), dc.SeedQuantum(), None)[0].x)(s))
 
 
 def lean_form(T, dt):
-    """``jit`` of the ``vmap`` of ``diffchain.rollout`` with the point-major backend (``diffchain.lean``)."""
+    """``jit`` of the ``vmap`` of ``diffchain.rollout`` with the point-major backend (``diffchain._xla.point_major``)."""
     return jax.jit(lambda c, s: jax.vmap(lambda si: dc.rollout(c, si, None, dt, n_steps=T,
                                                                backend=dc.PointMajor())[0].x)(s))
 
@@ -220,7 +220,7 @@ def section_pointwise(B=4096, T=200, dt=1e-3):
     for q in (True, False):
         runs[f"point by point, {'quotients' if q else 'reciprocal pivots'}"] = jax.jit(
             lambda c, s, q=q: pointwise_rollout(c.m[1:], c.l, c.g, s.x, s.v, T, dt, quotients=q))
-    runs["library, lean form (diffchain.lean)"] = lean_form(T, dt)
+    runs["library, lean form (diffchain._xla.point_major)"] = lean_form(T, dt)
     compare(runs, chain, s0, B, T, lib)
 
 
@@ -366,7 +366,7 @@ def section_library_pointwise(B=4096, T=200, dt=1e-3):
             runs[f"point by point, {'materialised' if mat else 'left to fusion'}"] = jax.jit(
                 lambda c, s, mat=mat: library_step_pointwise(c, s.x, s.v, T, dt, materialise=mat))
         runs["lambda-first, Thomas, quotients"] = jax.jit(lambda c, s: lambda_first_pointwise(c, s.x, s.v, T, dt))
-        runs["library, lean form (diffchain.lean)"] = lean_form(T, dt)
+        runs["library, lean form (diffchain._xla.point_major)"] = lean_form(T, dt)
         print(f"   {n_links}-link pendulum")
         compare(runs, chain, s0, B, T, lib)
 

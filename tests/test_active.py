@@ -12,7 +12,9 @@ import pytest
 from hypothesis import given, strategies as st
 
 import diffchain as dc
-from diffchain import active as act
+from diffchain._model import forces as _forces, geometry, inertia as _inertia
+from diffchain._solvers import base as _base, held as act, recursive_held
+from diffchain._xla import loops, small_chain
 from strategies import random_problem
 
 SIZES = (1, 3, 5, 7, 13)  # a small menu of n bounds the number of jit compilations (~1.5 s each); on one chain
@@ -50,7 +52,7 @@ def choose_active(chain, state, control, rng, p=0.5, rtol=1e-4, candidates=None)
     active = np.zeros(n, bool)
     if n == 1:
         return active
-    J, _, on = dc.solvers.constraint_jacobian(chain, state, control.a_w)
+    J, _, on = _base.constraint_jacobian(chain, state, control.a_w)
     rows = np.asarray(J)[np.asarray(on)]
     G = np.asarray(act.joint_rows(state.x)).reshape(n, 2 * n)
     pick = rng.uniform(size=n) < p if candidates is None else np.asarray(candidates)
@@ -63,13 +65,13 @@ def choose_active(chain, state, control, rng, p=0.5, rtol=1e-4, candidates=None)
 
 
 def kkt_condition(chain, state, control, active):
-    """2-norm condition number of the KKT matrix of :func:`diffchain.active.active_dynamics_kkt` (numpy)."""
+    """2-norm condition number of the KKT matrix of :func:`diffchain._solvers.held.active_dynamics_kkt` (numpy)."""
     n = chain.n
-    J, _, on = dc.solvers.constraint_jacobian(chain, state, control.a_w)
+    J, _, on = _base.constraint_jacobian(chain, state, control.a_w)
     G = np.asarray(act.joint_rows(state.x)).reshape(n, 2 * n)
     J = np.vstack([np.asarray(J), G * active[:, None]])
     on = np.concatenate([np.asarray(on), active])
-    M = np.asarray(dc.inertia.mass_matrix(chain))
+    M = np.asarray(_inertia.mass_matrix(chain))
     return np.linalg.cond(np.block([[M, J.T], [J, np.diag(np.where(on, 0.0, 1.0))]]))
 
 
@@ -82,7 +84,7 @@ def perturb(chain, state, rng):
 @jax.jit
 def theta_derivatives(x, v, a):
     """theta, theta' and theta'' of every joint (phi_0 = phi_n = 0) along x + v t + a t^2 / 2 at t = 0 (by jax)."""
-    theta = lambda t: act._pad_diff(dc.link_angles(x + v * t + 0.5 * a * t**2))  # noqa: E731
+    theta = lambda t: geometry._pad_diff(dc.link_angles(x + v * t + 0.5 * a * t**2))  # noqa: E731
     d1 = lambda t: jax.jvp(theta, (t,), (1.0,))[1]  # noqa: E731
     t0 = jnp.zeros((), x.dtype)
     return theta(t0), d1(t0), jax.jvp(d1, (t0,), (1.0,))[1]
@@ -113,15 +115,15 @@ def test_recursion_equals_kkt(problem, seed, stab, off_manifold):
     assert _rel(np.asarray(phi1)[free_rod], np.asarray(phi2)[free_rod]) <= 10 * tol, desc
 
 
-small = jax.jit(lambda c, s, u, on, al, tb, stab: act.small_dynamics(c, s, u, on, al, tb, stab))
-small_part_one = jax.jit(lambda c, s, u, stab: act.small_dynamics(c, s, u, stab=stab))
+small = jax.jit(lambda c, s, u, on, al, tb, stab: small_chain.small_dynamics(c, s, u, on, al, tb, stab))
+small_part_one = jax.jit(lambda c, s, u, stab: small_chain.small_dynamics(c, s, u, stab=stab))
 
 
 @pytest.mark.slow
-@given(random_problem(sizes=tuple(sorted({2, 3, 4, 6, act.SMALL_MAX}))), st.integers(0, 2**31),
+@given(random_problem(sizes=tuple(sorted({2, 3, 4, 6, small_chain.SMALL_MAX}))), st.integers(0, 2**31),
        st.sampled_from([NO_STAB, 0.05]), st.booleans())
 def test_small_form_equals_kkt(problem, seed, stab, off_manifold):
-    """The lambda-first form of short chains (:func:`diffchain.active.small_dynamics`, what one chain's event quanta
+    """The lambda-first form of short chains (:func:`diffchain._xla.small_chain.small_dynamics`, what one chain's event quanta
     and ``part_two_sweeps`` use up to ``SMALL_MAX`` points) == KKT, with random active sets and with none (the rods'
     rows alone: the Part I solution), at every size it serves."""
     chain, state, control, desc = problem
@@ -143,7 +145,7 @@ def test_small_form_equals_kkt(problem, seed, stab, off_manifold):
         assert _rel(np.asarray(phi1)[free_rod], np.asarray(phi2)[free_rod]) <= 10 * tol, desc
 
 
-small_one = jax.jit(lambda c, s, u, on, al, tb, stab, j: act.small_dynamics(c, s, u, on, al, tb, stab, joints=(j,)),
+small_one = jax.jit(lambda c, s, u, on, al, tb, stab, j: small_chain.small_dynamics(c, s, u, on, al, tb, stab, joints=(j,)),
                     static_argnums=7)
 
 
@@ -181,7 +183,7 @@ one_joint = jax.jit(lambda c, s, u, on, al, tb, stab, j: act.one_joint_dynamics(
 
 @given(random_problem(sizes=SIZES), st.integers(0, 2**31), st.sampled_from([NO_STAB, 0.05]), st.booleans())
 def test_one_joint_by_superposition(problem, seed, stab, off_manifold):
-    """One joint held alone by two Part I solves (:func:`diffchain.active.one_joint_dynamics`: what one long chain's
+    """One joint held alone by two Part I solves (:func:`diffchain._solvers.held.one_joint_dynamics`: what one long chain's
     event quanta take) == KKT and == the Part II recursion."""
     check_one_joint(problem, seed, stab, off_manifold, one_joint, (kkt, rec))
 
@@ -189,7 +191,7 @@ def test_one_joint_by_superposition(problem, seed, stab, off_manifold):
 @pytest.mark.parametrize("n,k", [(5, 3), (13, 3)])
 def test_one_joint_that_cannot_turn(n, k):
     """Seed §12.2: joint 2 held between the guided points 1 and 3 cannot turn; the superposition then takes
-    tau^w = 0 (:func:`diffchain.active.root_torque`'s rule) and gives the accelerations of Part I, which equal
+    tau^w = 0 (:func:`diffchain._solvers.held.root_torque`'s rule) and gives the accelerations of Part I, which equal
     the recursion's and KKT's without the redundant row."""
     chain, state, control, _, alpha_w = stiff_problem(n, k, seed=n * 10 + k, tail_active=False)
     active = np.arange(n) == 1
@@ -238,7 +240,7 @@ grad_rec_all, grad_kkt_all = _gradient_of(act.active_dynamics_recursive), _gradi
 @pytest.mark.slow
 @given(random_problem(sizes=SIZES), st.integers(0, 2**31), st.sampled_from([NO_STAB, 0.05]), st.booleans())
 def test_recursion_gradients_equal_kkt_gradients(problem, seed, stab, off_manifold):
-    """The Part II recursion's implicit derivatives (:func:`diffchain.active.active_solve`: one more recursion with
+    """The Part II recursion's implicit derivatives (:func:`diffchain._solvers.held.active_solve`: one more recursion with
     the cotangent, the sweeps never differentiated) == reverse mode through the dense KKT solve, with respect to
     positions, velocities, alpha^w, masses and control torques, on random chains and active sets."""
     chain, state, control, desc = problem
@@ -263,7 +265,7 @@ def test_recursion_gradients_equal_kkt_gradients(problem, seed, stab, off_manifo
 def test_recursion_in_blocks_equals_kkt(stab, monkeypatch):
     """The Part II sweeps as scans over blocks of points (``recursive.scan_points``, used from 64 points on; here
     forced at 13 points: 1 point, then 3 blocks of 4) == KKT."""
-    monkeypatch.setattr(dc.recursive, "SCAN_BLOCK", 4)
+    monkeypatch.setattr(loops, "SCAN_BLOCK", 4)
     rng = np.random.default_rng(11)
     chain = dc.pendulum(12)
     state = perturb(chain, dc.from_joint_angles(chain, rng.uniform(-1, 1, 12), rng.uniform(-1, 1, 12)), rng)
@@ -469,17 +471,17 @@ def test_compliance_is_symmetric(problem, seed):
 
 @jax.jit
 def coefficient_groups(chain, state, control, active, alpha_w):
-    """A_i (n,2,2), b^w_i (n,2), p_i (n,2), q^w_i (n,) of the recursion (:func:`diffchain.active.active_backward`)."""
-    from diffchain.constraints import point_projector_c, rod_terms_c
+    """A_i (n,2,2), b^w_i (n,2), p_i (n,2), q^w_i (n,) of the recursion (:func:`diffchain._solvers.recursive_held.active_backward`)."""
+    from diffchain._constraints.chain import point_projector_c, rod_terms_c
 
     X, Y, U, V = state.x[:, 0], state.x[:, 1], state.v[:, 0], state.v[:, 1]
     rx, ry, e = rod_terms_c(chain, X, Y, U, V)
     P11, P12, P22, a0x, a0y = point_projector_c(chain, X, Y, U, V, control.a_w)
-    L = act.link_L(state.x)
+    L = geometry.link_L(state.x)
     alpha = act.active_terms(chain, state, alpha_w)
     pad = lambda x: jnp.concatenate([x, jnp.zeros((1,), x.dtype)])  # noqa: E731
-    Fe = dc.forces.external_forces(chain, state, control)
-    (A, bw, _, p, qw, _), _, _, _ = act.active_backward(
+    Fe = _forces.external_forces(chain, state, control)
+    (A, bw, _, p, qw, _), _, _, _ = recursive_held.active_backward(
         chain.m, (pad(rx), pad(ry)), (pad(L[:, 0]), pad(L[:, 1])), pad(e), (Fe[:, 0], Fe[:, 1]), (P11, P12, P22),
         (a0x, a0y), pad(active[1:]), pad(alpha[1:]), jnp.max(1.0 / chain.m), jnp.min(chain.l))
     A11, A12, A21, A22 = A

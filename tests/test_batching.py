@@ -1,4 +1,4 @@
-"""diffchain.batching.rare_cond and scan_until: under vmap they run the rare branch (the later steps) only on the
+"""diffchain._xla.batching.rare_cond and scan_until: under vmap they run the rare branch (the later steps) only on the
 elements that need it; every element must get what lax.cond (a Python loop) gives it, whether none, few or many
 elements take that branch, and derivatives must be the cond's, in both orders of grad and vmap."""
 import jax
@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from diffchain.batching import rare_cond, scan_until, sparse_size, unless_done
+from diffchain._xla.batching import rare_cond, scan_until, sparse_size, unless_done
 
 B = 40  # sparse_size(40) = 8: up to 8 elements take the gathered form, more the dense one
 C = jnp.asarray(0.3)  # an unbatched value closed over by the branches

@@ -281,7 +281,7 @@ def test_random_action_batches_run_jitted():
 
 @pytest.mark.slow
 def test_a_batched_step_is_each_environments_step():
-    """Under vmap a plain point-mass chain (the pendulum, the weightlifting arm) steps by diffchain.lean's point-major
+    """Under vmap a plain point-mass chain (the pendulum, the weightlifting arm) steps by diffchain._xla.point_major's point-major
     program, not by the vmap of the one-chain program (as the other tasks do, which vmap itself guarantees): each
     element is still the environment's own step, also with the physical parameters batched (the payload)."""
     for name in ("PendulumSwingUp", "Weightlifting"):

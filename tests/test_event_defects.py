@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import diffchain as dc
-from diffchain import events as ev
+from diffchain._events import dynamics
 
 DT = 1e-3
 G = 9.81
@@ -101,7 +101,7 @@ def test_impact_between_two_stuck_points_adds_no_energy(solver):
     gave point 2 1.5 m/s (kinetic energy 5e-3 -> 1.1 J)."""
     chain = dc.free_chain(2, mass=1.0, length=1.0)
     events = dc.Events(chain.n, ground=0.0)
-    call = jax.jit(lambda es: ev.constrained_dynamics(chain, events, es, es.x, es.v, es.t, dc.Control(n=3), 5 * DT,
+    call = jax.jit(lambda es: dynamics.constrained_dynamics(chain, events, es, es.x, es.v, es.t, dc.Control(n=3), 5 * DT,
                                                       jnp.ones((), bool), solver))
     ke = lambda v: 0.5 * float(np.sum(np.asarray(v) ** 2))  # noqa: E731 (unit masses)
     for beta in (1e-1, 1e-3, 1e-6, 0.0):
@@ -145,7 +145,7 @@ def test_impulse_never_adds_energy_on_random_near_singular_poses():
     for n_links in (3, 5, 9):
         chain = dc.free_chain(n_links, mass=rng.uniform(0.5, 2.0, n_links + 1), length=rng.uniform(0.3, 1.0, n_links))
         events = dc.Events(chain.n, ground=0.0)
-        call = jax.jit(lambda es, chain=chain, events=events: ev.constrained_dynamics(
+        call = jax.jit(lambda es, chain=chain, events=events: dynamics.constrained_dynamics(
             chain, events, es, es.x, es.v, es.t, dc.Control(n=chain.n), 5 * DT, jnp.ones((), bool)))
         m = np.repeat(np.asarray(chain.m), 2)
         for trial in range(6):
@@ -216,7 +216,7 @@ def test_random_drops_gain_no_energy_at_impacts_and_do_not_penetrate():
     both sides, on one side or none. References: the floor (no point below it by more than 1e-9 m); the energy,
     conserved but for impacts (which may only remove it), the seed quantum's own O(dt^2) error and the PD drift
     correction, so that a quantum with an event may not gain more than the quiet quanta of the same drop gain; the
-    limits' arcs (:func:`diffchain.detection.limit_arc`) for the continuous joint angles (np.unwrap of the angles of
+    limits' arcs (:func:`diffchain._events.detection.limit_arc`) for the continuous joint angles (np.unwrap of the angles of
     the positions), to within 2e-3 rad: the error that the seed quantum is allowed (quanta are accepted with a
     velocity error up to ``threshold`` = 1 m/s, seed §12.2, i.e. up to threshold dt / 2 = 0.5 mm of position per
     quantum, 2.5e-3 rad on a 0.2 m rod), which the PD correction of a held angle takes back (a held joint of a

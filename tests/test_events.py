@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 
 import diffchain as dc
-from diffchain.batching import sparse_size
-from diffchain import detection, events as ev
-from diffchain.active import SMALL_MAX, joint_rows
+from diffchain._xla.batching import sparse_size
+from diffchain._events import detection, dynamics, quantum as ev
+from diffchain._solvers.held import joint_rows
+from diffchain._xla.small_chain import SMALL_MAX
 
 DT = 1e-3
 UP = jnp.array([0.0, 1.0])
@@ -141,7 +142,7 @@ def test_impulse_is_the_mass_metric_projection(solver):
     rng = np.random.default_rng(1)
     chain = dc.free_chain(5, mass=rng.uniform(0.5, 2.0, 6), length=rng.uniform(0.3, 1.0, 5))
     events = dc.Events(chain.n, ground=0.0)
-    call = jax.jit(lambda es: ev.constrained_dynamics(chain, events, es, es.x, es.v, es.t, dc.Control(n=chain.n),
+    call = jax.jit(lambda es: dynamics.constrained_dynamics(chain, events, es, es.x, es.v, es.t, dc.Control(n=chain.n),
                                                       5 * DT, jnp.ones((), bool), solver))
     for trial in range(4):
         state, stuck, held = _random_contacts(chain, rng, 1 + trial % 2, trial % 3)
@@ -163,7 +164,7 @@ def test_long_chain_solver_call_equals_kkt():
     chain = dc.free_chain(10, mass=rng.uniform(0.5, 2.0, 11), length=rng.uniform(0.3, 1.0, 10))
     assert chain.n > SMALL_MAX
     events = dc.Events(chain.n, ground=0.0, theta_min=-2.0, theta_max=2.0)
-    calls = [jax.jit(lambda es, impulse, solver=solver: ev.constrained_dynamics(
+    calls = [jax.jit(lambda es, impulse, solver=solver: dynamics.constrained_dynamics(
         chain, events, es, es.x, es.v, es.t, dc.Control(n=chain.n), 5 * DT, impulse, solver))
         for solver in (dc.ActiveRecursive(), dc.ActiveKKT())]
     for trial in range(4):
@@ -184,7 +185,7 @@ def test_ground_reaction_and_holding_torque_are_statics():
     x = jnp.stack([jnp.zeros(4), -0.5 * jnp.arange(4.0)], -1)
     es = dc.EventState(dc.State(x), stuck=[True, False, False, False], normal=jnp.array([[0.0, -1.0]] * 4))
     events = dc.Events(chain.n, lines=(jnp.array([0.0, 0.0]), jnp.array([0.0, -1.0])))
-    _, _, R = jax.jit(ev.constrained_dynamics)(chain, events, es, es.x, es.v, es.t, dc.Control(n=4), 5 * DT, False)
+    _, _, R = jax.jit(dynamics.constrained_dynamics)(chain, events, es, es.x, es.v, es.t, dc.Control(n=4), 5 * DT, False)
     np.testing.assert_allclose(R[0], [0.0, 9.81 * 5.0], atol=1e-10)
 
     pend = dc.pendulum(1, mass=2.0, length=1.5)
@@ -192,7 +193,7 @@ def test_ground_reaction_and_holding_torque_are_statics():
     state = dc.from_joint_angles(pend, jnp.array([theta]))
     es = dc.EventState(state, held=[True, False], side=[-1.0, 0.0])
     events = dc.Events(pend.n, theta_min=theta)
-    a, tau_w, _ = jax.jit(ev.constrained_dynamics)(pend, events, es, es.x, es.v, es.t, dc.Control(n=2), 5 * DT, False)
+    a, tau_w, _ = jax.jit(dynamics.constrained_dynamics)(pend, events, es, es.x, es.v, es.t, dc.Control(n=2), 5 * DT, False)
     np.testing.assert_allclose(tau_w[0], 2.0 * 9.81 * 1.5 * np.cos(theta), rtol=1e-10)
     assert np.abs(np.asarray(a)).max() < 1e-10
 
@@ -462,7 +463,7 @@ def test_chattering_counter_keeps_a_constraint_on():
 def test_batch_with_different_event_states_matches_single_runs():
     """vmap over states whose contact and limit sets differ element by element = the same runs one by one. 20 chains,
     of which only a few land: the quanta where a few need more than one slot run those on the gathered elements
-    (diffchain.batching.scan_until), the first quantum (every chain refreshes) on the whole batch."""
+    (diffchain._xla.batching.scan_until), the first quantum (every chain refreshes) on the whole batch."""
     chain = dc.free_chain(3, mass=1.0, length=0.4)
     lo, hi = interior_limits(chain.n)
     events = dc.Events(chain.n, ground=0.0, theta_min=lo, theta_max=hi)

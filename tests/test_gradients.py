@@ -169,8 +169,8 @@ def test_implicit_recursion_derivatives_equal_autodiff_of_kkt(problem):
     """The recursion's derivatives are implicit (lax.custom_linear_solve: nothing is differentiated through the
     sweeps); they must equal plain autodiff through the dense KKT solve, in reverse and in forward mode, with respect
     to positions, velocities, torques, point forces, prescribed accelerations and masses, for every joint kind and
-    off-manifold states, with point masses (:func:`diffchain.recursive.kkt_solve`) and rigid links
-    (:func:`diffchain.recursive.link_solve`)."""
+    off-manifold states, with point masses (:func:`diffchain._solvers.recursive.kkt_solve`) and rigid links
+    (:func:`diffchain._solvers.recursive.link_solve`)."""
     chain, state, control, desc = problem
     args = (state.x, state.v, control.tau, control.F, control.a_w, chain.m)
     rev = [f(chain, *args) for f in _REV]

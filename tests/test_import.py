@@ -28,7 +28,7 @@ SNAPSHOT = textwrap.dedent("""
 
     before, raised_before = snapshot(), stop_gradient_transpose_raises()
     import diffchain
-    import diffchain.demo_events, diffchain.envs, diffchain.systems, diffchain.viz  # every module of the package
+    import diffchain._events.demo, diffchain.envs, diffchain.systems, diffchain.viz  # every module of the package
     after, raised_after = snapshot(), stop_gradient_transpose_raises()
     print(json.dumps({"same": {k: before[k] == after[k] for k in before},
                       "diff_environ": sorted(set(after["environ"].items()) ^ set(before["environ"].items())),

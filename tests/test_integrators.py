@@ -1,4 +1,4 @@
-"""Constraint projection and the long-run integrators (diffchain.projection), against independent references.
+"""Constraint projection and the long-run integrators (diffchain._simulate.projection), against independent references.
 
 * The projection is the mass-metric projection: compared with a dense numpy computation M^-1 J^T (J M^-1 J^T)^-1 whose
   mass matrix is built here from the links' kinetic energy (centre-of-mass translation plus rotation J_c omega^2 / 2,
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import diffchain as dc
-from diffchain.projection import (RATTLE, ChainIntegrator, Projected, position_residual, project, project_positions,
+from diffchain._simulate.projection import (RATTLE, ChainIntegrator, Projected, position_residual, project, project_positions,
                                   project_velocities)
 from strategies import consistent_start, make_problem
 

@@ -1,4 +1,4 @@
-"""The point-major backend (diffchain.lean, ``rollout(..., backend=dc.PointMajor())``): under vmap, rollouts of chains
+"""The point-major backend (diffchain._xla.point_major, ``rollout(..., backend=dc.PointMajor())``): under vmap, rollouts of chains
 of point masses run the lambda-first form point by point; they must be the recursion's rollouts (the array form,
 vmap-ed) to round-off, for every integrator, batched or shared chains, states and controls, and derivatives must be
 the array form's."""
@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import diffchain as dc
-from diffchain import integrate, lean
+from diffchain._simulate import rollout as integrate
+from diffchain._xla import point_major as lean, point_major_adjoint, point_major_backend
 from strategies import consistent_start, make_problem
 
 DT, T = 1e-3, 40
@@ -81,7 +82,7 @@ def test_lean_rollout_is_the_recursion(n, integrator):
 def test_the_point_major_program_runs_only_when_asked_for(monkeypatch):
     calls = []
     real = lean.lean_rollout
-    monkeypatch.setattr(lean, "lean_rollout", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(point_major_backend, "lean_rollout", lambda *a, **k: calls.append(1) or real(*a, **k))
     chains, states, u = batch(3, range(2))
     policy = lambda s: dc.Control(n=3)  # noqa: E731
     jax.make_jaxpr(jax.vmap(lambda c, s, u: dc.rollout(c, s, u, DT)))(chains, states, u)  # the default: vmap of one
@@ -229,7 +230,7 @@ ADJOINT_INTEGRATORS = [dc.SeedQuantum(), dc.SemiImplicitEuler(), dc.RK4()]
 @pytest.mark.parametrize("integrator", ADJOINT_INTEGRATORS, ids=lambda i: type(i).__name__)
 @pytest.mark.parametrize("n, sliders", [(2, False), (5, False), (5, True)])
 def test_batched_gradients_with_respect_to_everything_are_the_array_forms(n, sliders, integrator):
-    # the lean adjoint (lean.lean_rollout_vjp): chains, states and inputs all batched, random free and guided points,
+    # the lean adjoint (point_major_adjoint.lean_rollout_vjp): chains, states and inputs all batched, random free and guided points,
     # and points on lines (the chains' s and c differentiated too)
     chains, states, u = batch(n, range(4), sliders=sliders)
     assert int(lean.lean_kind(chains)) == int(sliders)
@@ -311,8 +312,8 @@ def test_per_chain_gradients_and_second_derivatives_of_batched_rollouts_are_the_
 @pytest.mark.slow
 def test_the_lean_adjoint_is_traced_only_where_it_applies(monkeypatch):
     calls = []
-    real = lean.lean_rollout_vjp
-    monkeypatch.setattr(lean, "lean_rollout_vjp", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = point_major_adjoint.lean_rollout_vjp
+    monkeypatch.setattr(point_major_backend, "lean_rollout_vjp", lambda *a, **k: calls.append(1) or real(*a, **k))
     chains, states, u = batch(3, range(2))
 
     class Heun(dc.SeedQuantum):  # an integrator the adjoint does not know: the array form's reverse mode

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import diffchain as dc
-from diffchain import kinematics as kin
-from diffchain import mechsolvers as ms
-from diffchain.mechanism import MechanismBuilder
-from diffchain.mechsim import mechanism_rollout
+from diffchain._analysis import kinematics as kin
+from diffchain._solvers import mechanism as ms
+from diffchain._model.mechanism import MechanismBuilder
+from diffchain._simulate.mechanism import mechanism_rollout
 
 SOLVERS = [ms.KKT(), ms.RangeSpace(), ms.NullSpace(), ms.Larin()]
 dyn = eqx.filter_jit(ms.mechanism_dynamics)

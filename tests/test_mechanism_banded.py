@@ -5,9 +5,9 @@ import jax.numpy as jnp
 import numpy as np
 
 import diffchain as dc
-from diffchain import mechsolvers as ms
-from diffchain.banded import closed_chain_dynamics
-from diffchain.mechanism import MechanismBuilder
+from diffchain._solvers import mechanism as ms
+from diffchain._solvers.closed_chain import closed_chain_dynamics
+from diffchain._model.mechanism import MechanismBuilder
 
 
 def hanging_chain(n, rng):

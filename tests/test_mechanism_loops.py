@@ -4,8 +4,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from diffchain import mechsolvers as ms
-from diffchain import mechsim
+from diffchain._solvers import mechanism as ms
+from diffchain._simulate import mechanism as mechsim
 
 SOLVERS = [ms.KKT(), ms.RangeSpace(), ms.NullSpace(), ms.Larin(), ms.NullSpace(independent=(0, 3))]
 e = lambda a: jnp.stack([jnp.cos(a), jnp.sin(a)])  # noqa: E731

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import diffchain as dc
+from diffchain._model import forces as _forces
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -136,7 +137,7 @@ def test_torque_forces_do_the_work_of_the_torques():
     chain = dc.free_chain(6)
     state = dc.from_joint_angles(chain, rng.uniform(-3, 3, 6), rng.normal(size=6), base_velocity=rng.normal(size=2))
     tau = jnp.asarray(rng.normal(size=7))
-    F = dc.forces.torque_forces(state.x, tau)
+    F = _forces.torque_forces(state.x, tau)
     np.testing.assert_allclose(jnp.sum(F * state.v), jnp.sum(tau * dc.joint_velocities(state)), rtol=1e-12)
     np.testing.assert_allclose(jnp.sum(F, 0), 0.0, atol=1e-12)
 
@@ -144,8 +145,8 @@ def test_torque_forces_do_the_work_of_the_torques():
 def test_joint_damping_and_drag_dissipate():
     chain = dc.pendulum(3, k_omega=0.3, k_v=0.2)
     state = dc.from_joint_angles(chain, jnp.array([0.1, 1.0, -0.5]), jnp.array([2.0, -1.0, 3.0]))
-    tau_d = dc.forces.damping_torques(chain, state)
-    F_d = dc.forces.drag_forces(chain, state)
+    tau_d = _forces.damping_torques(chain, state)
+    F_d = _forces.drag_forces(chain, state)
     assert float(jnp.sum(tau_d * dc.joint_velocities(state))) < 0
     assert float(jnp.sum(F_d * state.v)) < 0
 

@@ -7,6 +7,9 @@ from hypothesis import given, strategies as st
 
 import diffchain as dc
 from strategies import random_problem
+from diffchain._model import forces as _forces
+from diffchain._xla import loops
+from diffchain._solvers import recursive as _recursive
 
 rec = jax.jit(lambda c, s, u, stab: dc.Recursive()(c, s, u, stab))
 kkt = jax.jit(lambda c, s, u, stab: dc.KKT()(c, s, u, stab))
@@ -56,7 +59,7 @@ def test_accelerations_satisfy_every_constraint(problem):
     assert np.allclose(a[g], np.asarray(control.a_w)[g], atol=1e-12 * scale), desc
     assert np.all(np.abs(np.sum(np.asarray(chain.s)[sl] * a[sl], 1)) <= 1e-9 * scale), desc
     # residual force on each free point must vanish; on a slider it must be along s
-    Fe = np.asarray(dc.forces.external_forces(chain, state, control))
+    Fe = np.asarray(_forces.external_forces(chain, state, control))
     rod = np.zeros_like(a)
     rod[1:] += r * phi[:, None]
     rod[:-1] -= r * phi[:, None]
@@ -77,7 +80,7 @@ def test_recursion_is_the_seed_closed_form_for_an_ordinary_joint():
     e = np.array([0.4, 0.0])
     Fe = rng.normal(size=(2, 2))
     P = np.broadcast_to(np.eye(2), (2, 2, 2))
-    A, b, C, d = map(np.asarray, dc.recursive.abcd_backward(jnp.asarray(m), jnp.asarray(r), jnp.asarray(e),
+    A, b, C, d = map(np.asarray, _recursive.abcd_backward(jnp.asarray(m), jnp.asarray(r), jnp.asarray(e),
                                                              jnp.asarray(Fe), jnp.asarray(P), jnp.zeros((2, 2))))
     A2, b2 = np.eye(2) / m[1], Fe[1] / m[1]  # terminal joint, seed §6.2
     r1 = r[0]
@@ -114,29 +117,29 @@ def test_component_sweeps_are_the_reference_sweeps(form, monkeypatch):
     slider and guided points and a terminal rod (accelerations and rod tensions, to round-off); in all of its forms:
     the ``lax.scan``, the scan over blocks of points (here 2 blocks of 4 after a head of 1), the one written out point
     by point (dividing by D_i at 9 points, multiplying by 1/D_i at 5), through its ``vmap`` rule, and written out
-    with a row of right-hand sides per point (the Schur form of :mod:`diffchain.active`; each carry materialised at 9
+    with a row of right-hand sides per point (the Schur form of :mod:`diffchain._solvers.held`; each carry materialised at 9
     points): its second column, other forces and a^w, against a second run of the reference."""
     if form == "blocked":
-        monkeypatch.setattr(dc.recursive, "SCAN_BLOCK", 4)
+        monkeypatch.setattr(loops, "SCAN_BLOCK", 4)
     rng = np.random.default_rng(7)
     n = 5 if form == "fused" else 9
     m = rng.uniform(0.5, 2.0, n)
     r, e, Fe, P, a0 = _sweep_inputs(rng, n)
-    A, b, C, d = dc.recursive.abcd_backward(*map(jnp.asarray, (m, r, e, Fe, P, a0)))
-    a_ref, Fd = dc.recursive.forward_sweep(A, b, C, d)
+    A, b, C, d = _recursive.abcd_backward(*map(jnp.asarray, (m, r, e, Fe, P, a0)))
+    a_ref, Fd = _recursive.forward_sweep(A, b, C, d)
     args = tuple(map(jnp.asarray, (m, r[:, 0], r[:, 1], e, Fe[:, 0], Fe[:, 1], P[:, 0, 0], P[:, 0, 1], P[:, 1, 1],
                                    a0[:, 0], a0[:, 1])))
     if form == "vmap":
-        ax, ay, phi = (o[0] for o in jax.vmap(dc.recursive.abcd_sweeps_c)(*(x[None] for x in args)))
+        ax, ay, phi = (o[0] for o in jax.vmap(_recursive.abcd_sweeps_c)(*(x[None] for x in args)))
     elif form == "rows":
         Fe, a0 = rng.normal(size=Fe.shape), np.where(a0 != 0, rng.normal(size=a0.shape), 0.0)
-        A, b, C, d = dc.recursive.abcd_backward(*map(jnp.asarray, (m, r, e, Fe, P, a0)))
-        a_ref, Fd = dc.recursive.forward_sweep(A, b, C, d)
+        A, b, C, d = _recursive.abcd_backward(*map(jnp.asarray, (m, r, e, Fe, P, a0)))
+        a_ref, Fd = _recursive.forward_sweep(A, b, C, d)
         second = dict(zip((4, 5, 9, 10), (Fe[:, 0], Fe[:, 1], a0[:, 0], a0[:, 1])))
         rows = [jnp.stack([q, jnp.asarray(second.get(i, q))], 1) for i, q in enumerate(args)]
-        ax, ay, phi = (o[:, 1] for o in dc.recursive._abcd_sweeps_c(*rows, unrolled=True))
+        ax, ay, phi = (o[:, 1] for o in _recursive._abcd_sweeps_c(*rows, unrolled=True))
     else:
-        ax, ay, phi = dc.recursive._abcd_sweeps_c(*args, unrolled=form in ("unrolled", "fused"))
+        ax, ay, phi = _recursive._abcd_sweeps_c(*args, unrolled=form in ("unrolled", "fused"))
     np.testing.assert_allclose(np.stack([ax, ay], -1), a_ref, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(phi[:-1], np.sum(r[:-1] * np.asarray(Fd)[1:], -1), rtol=1e-12, atol=1e-12)
 
@@ -152,12 +155,12 @@ def test_inertial_component_sweeps_equal_matrix_sweeps():
     M12 = 0.3 * rng.normal(size=(n, 2, 2))
     M12[-1] = 0.0
     r, e, Fe, P, a0 = _sweep_inputs(rng, n, kind=np.array([2, 0, 1, 0, 2, 1, 0]))
-    coeffs, (k, phi0) = dc.recursive.abcd_backward_inertial(*map(jnp.asarray, (B, r, e, Fe, P, a0, M12)))
-    a_ref, Fd = dc.recursive.forward_sweep(*coeffs)
+    coeffs, (k, phi0) = _recursive.abcd_backward_inertial(*map(jnp.asarray, (B, r, e, Fe, P, a0, M12)))
+    a_ref, Fd = _recursive.forward_sweep(*coeffs)
     comps = lambda X, ij: tuple(jnp.asarray(X[:, i, j]) for i, j in ij)  # noqa: E731
     vec = lambda X: (jnp.asarray(X[:, 0]), jnp.asarray(X[:, 1]))  # noqa: E731
     sym, full = ((0, 0), (0, 1), (1, 1)), ((0, 0), (0, 1), (1, 0), (1, 1))
-    ax, ay, phi = dc.recursive._inertial_sweeps_c(comps(B, sym), vec(r), jnp.asarray(e), vec(Fe), comps(P, sym),
+    ax, ay, phi = _recursive._inertial_sweeps_c(comps(B, sym), vec(r), jnp.asarray(e), vec(Fe), comps(P, sym),
                                                   vec(a0), comps(M12, full))
     np.testing.assert_allclose(np.stack([ax, ay], -1), a_ref, rtol=1e-12, atol=1e-12)
     phi_ref = np.sum(np.asarray(k) * np.asarray(Fd), -1) + np.asarray(phi0)

@@ -1,0 +1,37 @@
+"""Sensitivities of accelerations to torques and forces (seed 000 §8, §8.1), by automatic differentiation.
+
+The seed back-propagates through the recursion by hand (Fig. 3); with JAX the same Jacobians come from ``jacfwd``
+(one forward sweep per input column) or ``jacrev`` (one reverse sweep per output row). Accelerations are affine in the
+torques, so these Jacobians are exact and state-dependent only.
+"""
+from __future__ import annotations
+
+import jax
+
+from .._model.geometry import joint_accelerations
+from .._model.chain import Chain, Control, State
+from .._solvers.base import Recursive, Solver
+
+
+def _alpha_of_tau(chain: Chain, state: State, control: Control, solver: Solver):
+    def alpha(tau):
+        a, _ = solver(chain, state, Control(tau, control.F, control.a_w))
+        return joint_accelerations(state, a)
+
+    return alpha
+
+
+def dalpha_dtau(chain: Chain, state: State, control: Control | None = None, *, solver: Solver = Recursive(),
+                mode: str = "fwd"):
+    """d alpha^z_i / d tau_j (n, n): joint angular accelerations (seed eq. 13) w.r.t. joint torques (seed §8.1)."""
+    control = Control(n=chain.n, dtype=chain.m.dtype) if control is None else control
+    jac = {"fwd": jax.jacfwd, "rev": jax.jacrev}[mode]
+    return jac(_alpha_of_tau(chain, state, control, solver))(control.tau)
+
+
+def da_dF(chain: Chain, state: State, control: Control | None = None, *, solver: Solver = Recursive(),
+          mode: str = "rev"):
+    """d a_i / d F^e_j as an (n, 2, n, 2) array: point accelerations w.r.t. external point forces (seed §8)."""
+    control = Control(n=chain.n, dtype=chain.m.dtype) if control is None else control
+    jac = {"fwd": jax.jacfwd, "rev": jax.jacrev}[mode]
+    return jac(lambda F: solver(chain, state, Control(control.tau, F, control.a_w))[0])(control.F)

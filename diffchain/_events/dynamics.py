@@ -1,0 +1,183 @@
+"""The dynamics inside an event quantum: accelerations with the stuck points, held joints and sliders of the event
+state (:func:`constrained_dynamics`), and the impact rule as a projection of the velocities onto the constraints in the
+mass metric (:func:`impulse_projection`).
+"""
+from __future__ import annotations
+
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from .._solvers.held import ActiveRecursive, ActiveSolver, joint_rows, one_joint_dynamics
+from .._xla.small_chain import SMALL_MAX, small_dynamics
+from .._xla.batching import _explicit, one_chain_or, rare_cond
+from .._model.forces import external_forces, torque_forces
+from .detection import limit_arc
+from .state import EventState, Events
+from .._model.geometry import _pad_diff, joint_velocities, links
+from .._model.inertia import mass_matrix
+from .._model.chain import Chain, Control, State
+from .._xla.loops import FUSED_MAX
+
+
+def _where(c, x, y):
+    return jax.tree_util.tree_map(lambda a, b: jnp.where(c, a, b), x, y)
+
+
+def _mass_times(chain: Chain, a):
+    if chain.has_links:
+        return (mass_matrix(chain) @ a.reshape(-1)).reshape(a.shape)
+    return chain.m[:, None] * a
+
+
+def impulse_projection(chain: Chain, es: EventState, x, v):
+    """The inelastic impact's velocity jump dv (n, 2): v + dv is the M-orthogonal projection of v onto the velocities
+    that the constraints switched on allow (seed §7 Z1–Z3, §12.1),
+
+        v+ = v - M^-1 J^T (J M^-1 J^T)^+ J v,
+
+    J the rows of the rods (r_k^T (v_{k+1} - v_k) = 0), the stuck points (v_i = 0), the held joints (omega^z_i = 0,
+    the rows of seed eq. 13) and the sliders (s_i^T v_i = 0); a guided point that is not stuck keeps its velocity
+    (dv_i = 0, its prescribed motion). This is the seed's rule where the rods' stretching rates vanish; the seed's
+    rule taken literally keeps those rates (the solver sees v = 0), and where the constrained velocities degenerate
+    (a nearly straight run between pins: J nearly rank-deficient) it amplifies their drift by 1/sin of the bend. The
+    projection never raises the kinetic energy, singular or not.
+
+    Computed as a regularised least-squares residual, robust to rank loss: with M = C C^T, w = C^T v, A = J C^-T
+    (rows of J scaled to unit length) and the thin QR factorisation [A^T; mu I] = Q R (full column rank for mu > 0),
+    w+ = w - Q1 Q1^T w (Q1 the first 2n rows of Q): the Tikhonov form of the projection, A^T (A A^T + mu^2 I)^-1 A
+    = Q1 Q1^T, whose eigenvalues lie in [0, 1), so |w+| <= |w| in floating point too (Q orthonormal). mu =
+    eps^(5/8) max_k |A_k| (1.6e-10 relative in float64): constraints enforced to (mu / sigma)^2 along singular values
+    sigma of A above mu, the pseudo-inverse's null space below it; a moving guided point adds Q1 R^-T (its rate)."""
+    n, dt = chain.n, x.dtype
+    stuck = es.stuck
+    pinned = chain.guided | stuck
+    slider = chain.slider_mask & ~pinned
+    eye = jnp.eye(2 * n, dtype=dt)
+    # the candidate rows (4n - 1, 2n), zero where switched off
+    _, _, r = links(x)
+    k = jnp.arange(n - 1)
+    rods = jnp.zeros((n - 1, n, 2), dt).at[k, k].set(-r).at[k, k + 1].set(r).reshape(n - 1, 2 * n)
+    ex, ey = eye[0::2], eye[1::2]  # v_i's x and y components
+    rows_x = jnp.where(pinned[:, None], ex, jnp.where(slider[:, None], ex * chain.s[:, :1] + ey * chain.s[:, 1:], 0.0))
+    rows_y = jnp.where(pinned[:, None], ey, 0.0)
+    joints = jnp.where(es.held[:, None], joint_rows(x).reshape(n, 2 * n), 0.0) if n > 1 else jnp.zeros((0, 2 * n), dt)
+    J = jnp.concatenate([rods, rows_x, rows_y, joints])
+    norm = jnp.sqrt(jnp.sum(J * J, -1, keepdims=True))
+    J = J / jnp.where(norm > 0, norm, 1.0)
+    # target rates: 0, but a guided point that is not stuck keeps its velocity
+    keep = chain.guided & ~stuck
+    target = jnp.concatenate([jnp.zeros((n - 1,), dt), jnp.where(keep, v[:, 0], 0.0), jnp.where(keep, v[:, 1], 0.0),
+                              jnp.zeros((J.shape[0] - 3 * n + 1,), dt)])
+    vf = v.reshape(-1)
+    if chain.has_links:
+        C = jnp.linalg.cholesky(mass_matrix(chain))
+        A = jax.scipy.linalg.solve_triangular(C, J.T, lower=True).T
+        w = C.T @ vf
+    else:
+        sq = jnp.sqrt(jnp.repeat(chain.m, 2))
+        A, w = J / sq, sq * vf
+    m_rows = A.shape[0]
+    mu = jnp.finfo(dt).eps ** 0.625 * jnp.max(jnp.sqrt(jnp.sum(A * A, -1)))
+    Q, R = jnp.linalg.qr(jnp.concatenate([A.T, mu * jnp.eye(m_rows, dtype=dt)]))
+    Q1 = Q[: 2 * n]
+    w_new = w - Q1 @ (Q1.T @ w)
+    w_new = w_new + Q1 @ jax.scipy.linalg.solve_triangular(R.T, target, lower=True)
+    if chain.has_links:
+        v_new = jax.scipy.linalg.solve_triangular(C.T, w_new, lower=False)
+    else:
+        v_new = w_new / sq
+    return v_new.reshape(n, 2) - v
+
+
+def constrained_dynamics(chain: Chain, events: Events, es: EventState, x, v, t, control: Control, stab, impulse,
+                         solver: ActiveSolver = ActiveRecursive()):
+    """One solver call with the event constraints switched on (seed §7, §12.1): returns a, tau_w and the reactions R.
+
+    Stuck points are guided with a^w = PD towards the pin, held joints active with alpha^w = 0 and the PD correction
+    towards the limit angle (time constant ``stab``). With ``impulse`` (a traced bool) the same call is the impact
+    impulse of seed §7 Z1–Z2: gravity, control forces and every velocity-product and PD term zeroed (the solver sees
+    v = 0 and stab = inf), a^w = -v at the stuck points, alpha^w = -omega^z at the held joints; the velocity jump dv
+    returned is the M-orthogonal projection of :func:`impulse_projection`, which that rule equals where the rods do
+    not stretch (tau_w and R stay the seed rule's impulsive torques and reactions; the rollout does not use them).
+    R = M a - F^e - (rod forces) - (constraint torque forces) is the force of the point constraints on each point
+    (the multipliers of their KKT rows); for a stuck point, the ground reaction.
+    """
+    stuck, held = es.stuck, es.held
+    w = 1.0 / stab
+    g = jnp.where(impulse, 0.0, chain.g)
+    ch = eqx.tree_at(lambda c: (c.guided, c.g), chain, (chain.guided | stuck, g))
+    pd = -(x - es.pin) * w**2 - 2.0 * v * w
+    a_w = jnp.where(stuck[:, None], jnp.where(impulse, -v, pd), jnp.where(impulse, 0.0, control.a_w))
+    u = Control(jnp.where(impulse, 0.0, control.tau), jnp.where(impulse, 0.0, control.F), a_w)
+    omega = joint_velocities(State(x, v, t))
+    alpha_w = jnp.where(impulse, -omega, 0.0)
+    lo, hi, _ = limit_arc(events)
+    theta_bar = jnp.where(held, jnp.where(es.side > 0, hi, lo), 0.0)
+    s_in = State(x, jnp.where(impulse, 0.0, v), t)
+    stab_in = jnp.where(impulse, jnp.inf, stab)
+
+    def part_one(_):  # no joint held: the Part I solver gives the same accelerations, at half the cost
+        a, phi = solver.part_one(ch, s_in, u, stab_in)
+        return a, phi, jnp.zeros_like(alpha_w)
+
+    pointed = jnp.any(ch.guided | chain.slider_mask)
+
+    def with_reactions(a, phi, tau_w):
+        def reactions(_):
+            _, _, r = links(x)
+            rods = _pad_diff(-r * phi[:, None]) if chain.n > 1 else jnp.zeros_like(a)
+            return _mass_times(chain, a) - external_forces(ch, s_in, u) - rods - torque_forces(x, tau_w)
+
+        # R vanishes (exactly, instead of to round-off) where no point is guided, stuck or on a line
+        R = rare_cond(pointed, reactions, lambda _: jnp.zeros_like(a), None)
+        return a, tau_w, R
+
+    def general(_):
+        return with_reactions(*rare_cond(jnp.any(held), lambda _: solver(ch, s_in, u, held, alpha_w, theta_bar,
+                                                                         stab_in), part_one, None))
+
+    def one_held(_):  # one joint held: two Part I solves instead of the Part II recursion (~4x Part I at 21 points)
+        return with_reactions(*one_joint_dynamics(ch, s_in, u, held, alpha_w, theta_bar, stab_in, solver.part_one))
+
+    def free(_):  # nothing held, guided, stuck or on a line: the Part I accelerations alone (no tensions needed)
+        return part_one(None)[0], jnp.zeros_like(alpha_w), jnp.zeros((chain.n, 2), x.dtype)
+
+    def free_small(_):  # the same by the rods' rows of the small form: fewer kernels than Part I beyond FUSED_MAX
+        return small_dynamics(ch, s_in, u, stab=stab_in)[0], jnp.zeros_like(alpha_w), jnp.zeros((chain.n, 2), x.dtype)
+
+    def small(joints):  # a short chain: the held joints' and the rods' rows solved at once, R from its tensions
+        def branch(_):  # joints: whether any joint is held
+            if joints:
+                a, _, tau_w, R = small_dynamics(ch, s_in, u, held, alpha_w, theta_bar, stab_in, reactions=True)
+            else:
+                a, _, tau_w, R = small_dynamics(ch, s_in, u, stab=stab_in, reactions=True)
+            return a, tau_w, jnp.where(pointed, R, 0.0)
+        return branch
+
+    run, consts = _explicit(general, None)  # traced once, for both forms
+
+    def one_chain(_):
+        if isinstance(solver, ActiveRecursive) and 1 < chain.n <= SMALL_MAX and not chain.has_links:
+            # (one chain of FUSED_MAX + 1 to SMALL_MAX points: Part I divides by each point's pivot, a kernel each;
+            # the small form's rods take fewer)
+            branches = [free_small if chain.n > FUSED_MAX else free, small(False), small(True)]
+            return jax.lax.switch(jnp.where(jnp.any(held), 2, jnp.where(pointed, 1, 0)), branches, None)
+        if isinstance(solver, ActiveRecursive) and not chain.has_links:
+            index = jnp.where(jnp.sum(held) == 1, 2, jnp.where(jnp.any(held) | pointed, 1, 0))
+            return jax.lax.switch(index, [free, lambda _: run(consts, None), one_held], None)
+        return jax.lax.cond(jnp.any(held) | pointed, lambda _: run(consts, None), free, None)
+
+    # One chain (outside derivatives): one cond, whose common branch computes no tensions (as operands of the
+    # reactions' cond they cost a recomputation of the sweeps); up to SMALL_MAX points the constrained cases take
+    # the lambda-first solve, whose tensions are cheap (:func:`diffchain._xla.small_chain.small_dynamics`). Batched and
+    # in
+    # derivatives: the two rare conds.
+    a, tau_w, R = one_chain_or(one_chain, lambda _: run(consts, None), None)
+    if impulse is False:  # (the quiet trial: known at trace time)
+        return a, tau_w, R
+    # the velocity jump: the projection (the solver's seed rule keeps the rods' stretching rates, see
+    # :func:`impulse_projection`)
+    a = rare_cond(impulse, lambda _: impulse_projection(chain, es, x, v), lambda _: a, None)
+    return a, tau_w, R

@@ -1,0 +1,325 @@
+"""Ground contact, angle limits, anomalies and adaptive substep halving (seed 000 §7, §12, §12.2).
+
+Events switch constraints on and off through **masks in the state** (:class:`EventState`), never by changing shapes:
+
+* a point that reaches an obstacle line sticks (seed §7): it becomes a guided point whose prescribed acceleration is
+  the PD correction towards its pin (a^w = -(x - x_pin)/T^2 - 2 v/T, seed eq. 33); it is released when the ground would
+  have to pull it (z^T R < 0 for the reaction R, i.e. z^T F > 0 for the other forces on it, seed §7.2);
+* a joint that reaches an angle limit becomes active (seed §12.1) with alpha^w = 0 plus the PD correction towards the
+  limit angle (:func:`diffchain._solvers.held.active_terms`); it is released when its constraint torque tau^w would
+  pull it into the limit;
+* impacts are inelastic impulses (seed §7 Z1–Z3): the velocity jump is the M-orthogonal projection of v onto the
+  velocities the constraints allow (rods, stuck points, held joints, sliders; :func:`impulse_projection`), which is
+  the seed's rule (external forces and velocity-product terms zeroed, a^w = -v for the pinned points, alpha^w =
+  -omega^z for the held joints; then v += a) where the rods do not stretch, and which never raises the kinetic
+  energy, also where the constrained velocities degenerate (a nearly straight run between pins);
+* chattering and scuffing (seed §12.2, Figs. 4–5): every release adds 1 to a per-constraint counter that decays with
+  time constant ``chatter_window`` quanta; a constraint whose counter has reached ``chatter_count`` is not released
+  (kept active "where physically unjustified", as the seed prescribes) until the counter decays;
+* Euler with back-tracking (seed §12.2, Fig. 6): the velocity error of a sub-quantum of length h is estimated by
+  max_i |a_i' - a_i| h (a at its start, a' at its end); above ``threshold`` the sub-quantum is redone at half the
+  length, down to ``max_depth`` halvings; after an accepted sub-quantum the length doubles again.
+
+Bounded work. One quantum runs at most ``slots`` slots; each slot makes **exactly one** solver call, whose inputs are
+selected by masks: *refresh* (accelerations at the current state, with the release test), *trial* (integrate a
+sub-quantum with the seed's constant acceleration, then accelerations at its end: accept or halve) or *event* (a
+trial that crossed a contact or limit is cut at the event time, found from the seed's quadratic
+(:mod:`diffchain._events.detection`), and the slot's solver call is the impulse). A quiet quantum takes two slots, or
+one when it starts with the accelerations that the last quantum's final call found there under the same control ("first
+same as last", :class:`EventState`). That one slot is first tried written for the quiet case alone
+(:func:`_quiet_trial`, without the slot's masks, selects and conds), whose result is then the quantum. Where the
+trial crosses something, is rejected or releases a constraint, the quantum is run by the general slots from its start
+instead; the slots run only until the quantum is complete (:func:`diffchain._xla.batching.scan_until`: on one chain a
+``lax.while_loop``, in derivatives a ``lax.scan`` of slots skipped by a cond, under ``vmap`` only on the chains that
+need them, gathered into a small batch when they are few). The slot is traced once per form (the while loop's; the
+scan's, and under ``vmap`` its gathered copy), not once per slot. The other rarely needed parts (the held-joint
+solver, the event times, the reactions) are skipped under ``vmap`` when no chain needs them
+(:func:`diffchain._xla.batching.rare_cond`). A last forced slot finishes the quantum whatever happened, so every quantum
+advances exactly dt; the report says when the budget ran out. No ``while_loop`` where gradients flow: everything is
+reverse-differentiable, also ``grad`` of a ``vmap``.
+"""
+from __future__ import annotations
+
+import functools
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from .._solvers.held import ActiveRecursive, ActiveSolver
+from .._xla.batching import _explicit, one_chain_or, rare_cond, scan_until
+from .._model.forces import _speed
+from .detection import _angles, _ends_beyond, _quantum, detect, limit_arc, onto_obstacles
+from .state import EventState, Events, StepReport, _cache, _none
+from .._model.geometry import joint_accelerations, joint_velocities, wrap_angle
+from .._model.chain import Chain, Control, State, check_sizes
+from .dynamics import _where, constrained_dynamics
+
+
+def _error_estimate(a1, a, h):
+    """Seed §12.2 (Euler with back-tracking): the velocity error of a sub-quantum of length h, max_i |a'_i - a_i| h.
+    The norm's derivative is finite where a point's acceleration did not change
+    (:func:`~diffchain._model.forces._speed`): the estimate is carried in the StepReport, and JAX before 0.7 sends its
+    zero cotangent through that norm."""
+    d = a1 - a
+    return jnp.max(_speed(d[..., 0], d[..., 1])) * h
+
+
+def _release_tests(chain: Chain, events: Events, es: EventState, R, tau_w):
+    """Seed §7.2 and §12.1: a stuck point leaves when the ground would pull it (z^T R < 0); a held joint when its
+    constraint torque would pull it into the limit (side * tau_w > 0). Chatter-locked constraints stay.
+
+    "Pull" means beyond round-off: 1e-9 of the chain's weight (times its longest rod for torques), so that a
+    reaction that is zero up to round-off (e.g. right after an impact driven by inertia alone) holds the same way
+    whichever solver computed it."""
+    weight = jnp.sum(chain.m) * jnp.maximum(chain.g, 1.0)
+    tol = 1e-9 * weight
+    pull = jnp.sum(es.normal * R, -1) < -tol
+    into = es.side * tau_w > tol * jnp.max(chain.l, initial=1.0)
+    unlocked = es.chatter < events.chatter_count
+    return es.stuck & pull & unlocked[0], es.held & into & unlocked[1]
+
+
+def _limits_crossed_c(events: Events, held, theta, x, x1):
+    """``any(hit_hi | hit_lo)`` of :func:`diffchain._events.detection._ends_beyond` (a free joint ends beyond a limit) written
+    in scalars for one chain of n >= 2 points: the same operations on each joint's angle (continuous, on the branch
+    of ``theta``)."""
+    n = x.shape[0]
+
+    def angles(y):  # wrap(_pad_diff(link_angles(y)))
+        phi = [jnp.arctan2(y[k + 1, 1] - y[k, 1], y[k + 1, 0] - y[k, 0]) for k in range(n - 1)]
+        return [wrap_angle((phi[j] if j < n - 1 else 0.0) - (phi[j - 1] if j > 0 else 0.0)) for j in range(n)]
+
+    out = jnp.zeros((), bool)
+    lo, hi, limited = limit_arc(events)
+    for j, (t0, t1) in enumerate(zip(angles(x), angles(x1))):
+        th0 = theta[j] + wrap_angle(t0 - theta[j])
+        th1 = th0 + wrap_angle(t1 - th0)
+        out = out | (~held[j] & limited[j] & ((th1 > hi[j]) | (th1 < lo[j])))
+    return out
+
+
+def _quiet_trial(chain: Chain, events: Events, es: EventState, a, control: Control, dt, stab, solver):
+    """The one slot of a quantum in which nothing happens, written for that case alone: the trial over the whole
+    quantum from the cached start accelerations ``a`` (seed §3), its solver call at the end and the error
+    estimate. Returns x1, v1, the call's (a, tau_w, R), the estimate, and whether the trial is quiet: nothing crosses
+    an obstacle or a limit, the estimate accepts it and no constraint is released at its end. Then the first slot of
+    :func:`event_step` would do exactly this and finish the quantum: both call the same functions (:func:`_quantum`,
+    :func:`_ends_beyond`, :func:`constrained_dynamics`, :func:`_error_estimate`, :func:`_release_tests`)."""
+    x, v = es.state.x, es.state.v
+    h = dt
+    x1, v1 = _quantum(x, v, a, h)
+    (_, hit), (_, _, hit_hi, hit_lo) = _ends_beyond(chain, events, es, x, x1)
+    # one chain: the angles in scalars, so that the limit test is one kernel (not the (n,) angles' concatenations)
+    limit = one_chain_or(lambda _: _limits_crossed_c(events, es.held, es.theta, x, x1) if chain.n > 1 else
+                         jnp.any(hit_hi | hit_lo), lambda _: jnp.any(hit_hi | hit_lo), None)
+    a1, tau_w, R = constrained_dynamics(chain, events, es, x1, v1, es.state.t, control, stab, False, solver)
+    err = _error_estimate(a1, a, h)
+    quiet = (((err <= events.threshold) | (events.max_depth == 0)) & ~jnp.any(hit) & ~limit
+             & ~jnp.any(jnp.stack(_release_tests(chain, events, es, R, tau_w))))
+    return x1, v1, (a1, tau_w, R), err, quiet
+
+
+def event_step(chain: Chain, events: Events, es: EventState, control: Control, dt, *,
+               solver: ActiveSolver = ActiveRecursive(), stab_factor: float = 5.0):
+    """One quantum of length ``dt`` with contacts, angle limits, anomalies and adaptive halving (seed §7, §12).
+
+    Returns the new :class:`EventState` and a :class:`StepReport`. The integrator is the seed's constant-acceleration
+    quantum (the event times are roots of its quadratic). ``solver``: :class:`diffchain.ActiveRecursive` (O(n), point
+    masses) or :class:`diffchain.ActiveKKT` (rigid links too). PD drift correction time constant stab_factor * dt.
+    """
+    return _event_quantum(chain, events, es, control, dt, solver, stab_factor)
+
+
+def _event_quantum(chain: Chain, events: Events, es: EventState, control: Control, dt, solver, stab_factor):
+    """:func:`event_step` from ``es``."""
+    n, dtype = chain.n, chain.m.dtype
+    if events.n != n:
+        raise ValueError(f"event_step: the Events are for n = {events.n} points, the chain has n = {n}")
+    check_sizes(chain, es.state, control, "event_step")
+    dt = jnp.asarray(dt, dtype)
+    stab = stab_factor * dt
+    t0 = es.state.t
+    zb, zi = jnp.zeros((n,), bool), jnp.zeros((), jnp.int32)
+    report0 = StepReport(zb, zb, zb, zb, zi, zi, zi, zi, jnp.zeros((), bool), jnp.zeros((), dtype))
+
+    def solve(es_, x, v, impulse):
+        return constrained_dynamics(chain, events, es_, x, v, t0, control, stab, impulse, solver)
+
+    def release(es_, rep, R, tau_w, gate):
+        """Where ``gate``, switch off the constraints that pass the release test; count the releases (chatter
+        counters)."""
+        rel_c, rel_l = (rel & gate for rel in _release_tests(chain, events, es_, R, tau_w))
+        es_ = eqx.tree_at(lambda e: (e.stuck, e.held, e.chatter), es_,
+                          (es_.stuck & ~rel_c, es_.held & ~rel_l, es_.chatter + jnp.stack([rel_c, rel_l])))
+        rep = eqx.tree_at(lambda r: (r.releases, r.limit_releases), rep, (rep.releases | rel_c, rep.limit_releases | rel_l))
+        return es_, rep, (rel_c, rel_l)
+
+    # first same as last: with the same control, the accelerations the last quantum found at its end are those at
+    # this start; only the release test has to be redone (the chatter counters have decayed since)
+    # (a control that *is* the cached one, as :func:`event_rollout` passes with no input, needs no comparison)
+    hit = functools.reduce(jnp.logical_and, [jnp.all(p == q) for p, q in zip(
+        jax.tree_util.tree_leaves(control), jax.tree_util.tree_leaves(es.control)) if p is not q],
+        es.fresh.astype(bool))
+    # the slots carry the event masks only; the cache fields are set again at the end
+    es0 = eqx.tree_at(_cache, es, (None,) * 5)
+
+    def start(es):  # the slots' first carry: the release test at the start
+        es_rel, rep0, (rel_c, rel_l) = release(eqx.tree_at(_cache, es, (None,) * 5), report0, es.R, es.tau_w, hit)
+        released = jnp.any(rel_c) | jnp.any(rel_l)
+        return dict(es=es_rel, a=es.a, tau_w=es.tau_w, R=es.R, valid=hit & ~released, t=jnp.zeros((), dtype),
+                    level=zi, rep=rep0, left=jnp.stack([rel_c, rel_l]), kick=jnp.zeros((), bool))
+
+    carry0 = start(es)
+
+    def cut(c, h):
+        """Detect the first event of the sub-quantum [t, t + h] (seed §7, §12.1) and build the state at it, with the
+        constraints that fire there (everything crossing within round-off of the earliest time) switched on. A
+        ``kick`` is the impulse of constraints switched on again by the scuffing test: at once (s_e = 0), adding none."""
+        es_, a, t, kick = c["es"], c["a"], c["t"], c["kick"]
+        x, v = es_.state.x, es_.state.v
+        (s_c, hit_c, k), (s_l, hit_l, side) = detect(chain, events, es_, x, v, a, h)
+        s_e = jnp.where(kick, 0.0, jnp.minimum(jnp.min(s_c, initial=h), jnp.min(s_l, initial=h)))
+        event = kick | (c["valid"] & (jnp.any(hit_c) | jnp.any(hit_l)))
+        tol = 1e-9 * dt
+        new_c = ~kick & hit_c & (s_c <= s_e + tol)
+        new_l = ~kick & hit_l & (s_l <= s_e + tol)
+        xe, ve = x + s_e * v + 0.5 * s_e**2 * a, v + s_e * a
+        zk, z0k = events.z[k] if events.z.shape[0] else jnp.zeros_like(x), events.z0[k] if events.z.shape[0] else x
+        proj = xe - zk * jnp.sum(zk * (xe - z0k), -1, keepdims=True)  # the pin: the contact point on the line
+        # a constraint hit again in the quantum that released it is the seed's scuffing loop: lock it at once
+        again = jnp.stack([new_c, new_l]) & c["left"]
+        chatter = jnp.where(again, jnp.maximum(es_.chatter, jnp.e * events.chatter_count), es_.chatter)
+        es_event = eqx.tree_at(lambda e: (e.state, e.stuck, e.pin, e.normal, e.held, e.side, e.chatter), es_,
+                               (State(xe, ve, t0 + t + s_e), es_.stuck | new_c,
+                                jnp.where(new_c[:, None], proj, es_.pin), jnp.where(new_c[:, None], zk, es_.normal),
+                                es_.held | new_l, jnp.where(new_l, side, es_.side), chatter))
+        rep = c["rep"]
+        rep = eqx.tree_at(lambda r: (r.impacts, r.limit_hits, r.events, r.slots), rep,
+                          (rep.impacts | (event & new_c), rep.limit_hits | (event & new_l), rep.events + event,
+                           rep.slots + 1))
+        return event, s_e, es_event, rep
+
+    def slot(c, last):
+        """One slot: one solver call. The last slot of the budget is forced to finish the quantum: its sub-quantum is
+        the whole remaining time and is accepted without the error test; after an event there the rest drifts with
+        the new velocities (a newly stuck point stays put); a refresh there integrates the rest with the accelerations
+        it found."""
+        es_, a, t = c["es"], c["a"], c["t"]
+        x, v = es_.state.x, es_.state.v
+        remaining = dt - t
+        h = jnp.where(last, remaining, jnp.minimum(dt * 0.5 ** c["level"].astype(dtype), remaining))
+        event, s_e, es_event, rep = cut(c, h)
+        trial = c["valid"] & ~event
+        xe, ve = es_event.state.x, es_event.state.v
+        x1, v1 = _quantum(x, v, a, h)
+        # the slot's one solver call: at the current state (refresh), at the trial's end, or the impulse at the event
+        es_call = _where(event, es_event, es_)
+        xs = jnp.where(event, xe, jnp.where(trial, x1, x))
+        vs = jnp.where(event, ve, jnp.where(trial, v1, v))
+        a_s, tau_w, R = solve(es_call, xs, vs, event)
+        # trial: accept or halve (seed §12.2 Euler with back-tracking)
+        err = _error_estimate(a_s, a, h)
+        reject = trial & (err > events.threshold) & (c["level"] < events.max_depth) & ~last
+        accept = trial & ~reject
+        forced = last & ~c["valid"] & ~event  # a refresh in the last slot
+        rep = eqx.tree_at(lambda r: (r.substeps, r.halvings, r.error, r.exhausted), rep,
+                          (rep.substeps + (accept | last), rep.halvings + reject,
+                           jnp.where(accept, jnp.maximum(rep.error, err), rep.error), rep.exhausted | last))
+        # the new state of the slot
+        t_acc = jnp.where(h >= remaining, dt, t + h)
+        es_acc = eqx.tree_at(lambda e: e.state, es_, State(x1, v1, t0 + t_acc))
+        es_fin = eqx.tree_at(lambda e: e.state, es_, State(*_quantum(x, v, a_s, h), t0 + dt))
+        v_e = ve + a_s
+        es_imp = eqx.tree_at(lambda e: e.state, es_event, State(
+            jnp.where(last, xe + (h - s_e) * v_e, xe), v_e, jnp.where(last, t0 + dt, es_event.state.t)))
+        es_new = _where(event, es_imp, _where(accept, es_acc, _where(forced, es_fin, es_)))
+        # the forced finish detects nothing after its event or refresh: a free contact point that ends it below an
+        # obstacle line is put back onto the line (its velocity kept: the next quantum finds the contact at its
+        # start, s = 0, and gives it its impulse); the cached accelerations are then not those of the new state
+        x_on, moved = onto_obstacles(chain, events, es_new.stuck, es_new.state.x)
+        moved = last & moved
+        es_new = eqx.tree_at(lambda e: e.state.x, es_new, jnp.where(moved, x_on, es_new.state.x))
+        t_new = jnp.where(last, dt, jnp.where(event, t + s_e, jnp.where(accept, t_acc, t)))
+        # refresh or accepted trial: a_s are the accelerations at the new state; test releases there
+        check = ~event & ~reject & ~forced
+        es_new, rep, (rel_c, rel_l) = release(es_new, rep, R, tau_w, check)
+        released = jnp.any(rel_c) | jnp.any(rel_l)
+        # scuffing (seed §12.2, Fig. 4): a constraint released by an earlier slot of this quantum whose free motion
+        # (this refresh, computed without it) heads straight back into the obstacle or limit is switched on again,
+        # locked for chatter_window quanta, and gets its impulse in the next slot (it may be moving in: another
+        # point's impact can have pushed it since its release). The releases of this quantum are undone with it where
+        # the constraint still holds (within 1e-6 of the longest rod / 1e-6 rad): the impulse would push them in.
+        left = c["left"]
+        refresh = ~c["valid"] & ~event & ~last
+        gap = jnp.sum(es_new.normal * (x - es_new.pin), -1)  # of a contact point from its line
+
+        # ("heads back": its normal velocity or angular velocity changes sign within one quantum)
+        def heads_back(_):
+            back_c = left[0] & ~es_new.stuck & (jnp.sum(es_new.normal * (v + dt * a_s), -1) < 0)
+            st = State(x, v)
+            omega_next = joint_velocities(st) + dt * joint_accelerations(st, a_s)
+            back_l = left[1] & ~es_new.held & (es_new.side * omega_next > 0)
+            lo, hi, _ = limit_arc(events)
+            limit = jnp.where(es_new.side > 0, hi, lo)
+            undo = jnp.any(back_c) | jnp.any(back_l)
+            on_c = (left[0] | rel_c) & ~es_new.stuck & (gap <= 1e-6 * jnp.max(chain.l, initial=1.0))
+            on_l = (left[1] | rel_l) & ~es_new.held & (es_new.side * (_angles(x, es_new.theta) - limit) >= -1e-6)
+            return jnp.stack([back_c | (undo & on_c), back_l | (undo & on_l)])
+
+        back = rare_cond(refresh & jnp.any(left), heads_back, lambda _: jnp.zeros_like(left), None)
+        lock = jnp.where(back, jnp.e * events.chatter_count, es_new.chatter)
+        # pinned where it is now, projected on its line (it may have slid since it stuck)
+        pin = x - es_new.normal * gap[:, None]
+        es_new = eqx.tree_at(lambda e: (e.stuck, e.pin, e.held, e.chatter), es_new,
+                             (es_new.stuck | back[0], jnp.where(back[0][:, None], pin, es_new.pin),
+                              es_new.held | back[1], jnp.maximum(es_new.chatter, lock)))
+        valid = check & ~released & ~jnp.any(back) & ~moved
+        left = left | jnp.stack([rel_c, rel_l])
+        level = jnp.where(reject, c["level"] + 1, jnp.where(accept, jnp.maximum(c["level"] - 1, 0), c["level"]))
+        keep = lambda old, new: jnp.where(reject, old, new)  # noqa: E731
+        return dict(es=es_new, a=keep(a, a_s), tau_w=keep(c["tau_w"], tau_w), R=keep(c["R"], R), valid=valid | reject,
+                    t=t_new, level=level, rep=rep, left=left, kick=jnp.any(back))
+
+    # most quanta are quiet: there the quiet trial's result is what the first slot gives; elsewhere the slots run the
+    # quantum from its start (scan_until, see the module docstring)
+    # the trial starts from es itself: where it is taken nothing was released at the start, so es is the carry's
+    x1, v1, (a1, tau_w1, R1), err1, quiet = _quiet_trial(chain, events, es0, es.a, control, dt, stab, solver)
+    rep1 = eqx.tree_at(lambda r: (r.slots, r.substeps, r.error), report0, (report0.slots + 1, report0.substeps + 1,
+                                                                            jnp.maximum(report0.error, err1)))
+
+    def quiet_carry(es):
+        return dict(carry0, es=eqx.tree_at(lambda e: e.state, eqx.tree_at(_cache, es, (None,) * 5),
+                                           State(x1, v1, t0 + dt)),
+                    a=a1, tau_w=tau_w1, R=R1, t=dt, rep=rep1, valid=jnp.ones((), bool),
+                    left=jnp.zeros_like(carry0["left"]))
+
+    last = jnp.arange(events.slots) == events.slots - 1
+    done = lambda c: c["t"] >= dt  # noqa: E731
+    rel_c, rel_l = _release_tests(chain, events, es0, es.R, es.tau_w)
+    trial_ok = hit & ~(jnp.any(rel_c) | jnp.any(rel_l)) & quiet  # = carry0["valid"] & quiet
+    decay = jnp.exp(-1.0 / events.chatter_window)
+    u = jax.tree_util.tree_map(lambda p, q: p.astype(q.dtype), control, es.control)
+
+    def finish(c):  # the chatter counters decay once per quantum, the continuous angles follow the new state (the
+        # slots keep those of the start, within pi of every angle of the quantum)
+        es_ = c["es"]
+        es_ = eqx.tree_at(lambda e: (e.chatter, e.theta), es_, (es_.chatter * decay, _angles(es_.state.x, es_.theta)))
+        es_ = eqx.tree_at(_cache, es_, (c["a"], c["tau_w"], c["R"], None, c["valid"]), is_leaf=_none)
+        return es_, c["rep"]  # (the control is set after the cond)
+
+    # one chain: a cond, so that a quiet quantum neither selects between the two carries nor enters the loop (nor
+    # computes the start's release test, or copies the counters before their decay); the slots are traced once
+    # (their jaxpr serves both forms)
+    run, consts = _explicit(lambda c: scan_until(slot, c, last, done), carry0)
+
+    def one(_):
+        return jax.lax.cond(trial_ok, lambda: finish(quiet_carry(es)), lambda: finish(run(consts, start(es))))
+
+    def general(_):
+        return finish(run(consts, _where(trial_ok, quiet_carry(es), carry0)))
+
+    out, rep = one_chain_or(one, general, None)
+    return eqx.tree_at(lambda e: e.control, out, u, is_leaf=_none), rep
+
+

@@ -1,0 +1,59 @@
+""":func:`event_rollout`: event quanta (:mod:`diffchain._events.quantum`) in one ``lax.scan``.
+"""
+from __future__ import annotations
+
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from .._solvers.held import ActiveRecursive, ActiveSolver
+from .state import EventState, Events, check_event_state
+from .._model.chain import Chain, Control, check_sizes, runtime_checks
+from .._analysis.diagnosis import check_run
+from .quantum import _event_quantum
+
+
+def event_rollout(chain: Chain, events: Events, es: EventState, controls, dt, *, n_steps: int | None = None,
+                  solver: ActiveSolver = ActiveRecursive(), stab_factor: float = 5.0, checkpoint: int | None = 1,
+                  check: bool = True):
+    """:func:`event_step` in a ``lax.scan``; returns (final EventState, (EventStates, StepReports) after each quantum).
+
+    ``controls`` as in :func:`diffchain.rollout`: a stacked :class:`Control`, a policy ``policy(state) -> Control``
+    (it sees the :class:`State`), or None; ``checkpoint=k`` recomputes segments of k quanta in reverse mode (default
+    1: the reverse pass recomputes each quantum instead of storing its hundreds of intermediate arrays; None stores
+    them). The start is validated by :func:`check_event_state` unless ``check=False`` (e.g. to study drift on
+    purpose), and so is the run: a ``ValueError`` says when its final state is not finite or off the rods
+    and sliders beyond a tolerance that scales with the dtype (:mod:`diffchain._analysis.diagnosis`). Quanta that used
+    up their budget are counted in the StepReports (``exhausted``) and by :func:`diffchain.diagnose`, not raised.
+    """
+    from .._simulate.rollout import check_controls, describe, _scan_rollout, check_n_steps, control_checks, dt_checks
+
+    who = "event_rollout"
+    if not isinstance(solver, ActiveSolver):
+        raise TypeError(f"{who}: solver must be an active-joint solver instance: ActiveRecursive() or ActiveKKT(), "
+                        f"got {describe(solver)}")
+    if not isinstance(es, EventState):
+        raise TypeError(f"{who}: es must be a diffchain.EventState (e.g. dc.EventState(state)), got {describe(es)}")
+    n_steps = check_n_steps(n_steps, who)
+    check_sizes(chain, es.state, controls, who)
+    controls = check_controls(chain, controls, n_steps, who)
+    pending = dt_checks(dt, who, check) + (control_checks(controls, who, check) if isinstance(controls, Control) else [])
+    if pending:
+        es = eqx.tree_at(lambda e: e.state.x, es, runtime_checks((es.state.x,), pending)[0])
+    es = check_event_state(chain, events, es) if check else es
+    es = eqx.tree_at(lambda e: e.fresh, es, jnp.zeros_like(es.fresh))  # the cache may come from another chain or dt
+    if controls is None:  # zero input: the cached control is set to it once and passed as each quantum's control, so
+        # that the quanta neither compare it with the cache nor write it again
+        es = eqx.tree_at(lambda e: e.control, es, jax.tree_util.tree_map(jnp.zeros_like, es.control))
+
+    def body(carry, u):
+        u = carry.control if controls is None else u
+        carry, rep = _event_quantum(chain, events, carry, u, dt, solver, stab_factor)
+        return carry, (carry, rep)
+
+    dt = jnp.asarray(dt, chain.m.dtype)
+    final, traj = _scan_rollout(chain, body, es, controls, n_steps, checkpoint, lambda c: c.state)
+    if check:  # the run itself: finite and on its rods and sliders (diffchain._analysis.diagnosis): its final state
+        final, traj = check_run(who, chain, final, traj, "a smaller dt, or a lower Events threshold")
+    return final, traj

@@ -1,0 +1,209 @@
+"""What an event rollout carries (seed 000 §7, §12): the :class:`Events` (obstacle lines, angle limits, the budget of
+one quantum), the :class:`EventState` (the state with the masks of what is switched on), the :class:`StepReport` of a
+quantum, and the check of a start (:func:`check_event_state`). The dynamics are in :mod:`diffchain._events.quantum`."""
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .detection import _angles, _slack, limit_arc
+from .._model.chain import Chain, Control, State, _concrete, _require, runtime_checks
+
+
+class Events(eqx.Module):
+    """What can happen to a chain of n points: obstacle lines, angle limits, and the budget of one quantum.
+
+      z0:        (K,2) a point of each obstacle line (seed §7)
+      z:         (K,2) its unit normal, pointing to the free side: point i penetrates when z^T (x_i - z0) < 0
+      contact:   (n,)  which points can touch the obstacles (guided points never do)
+      theta_min, theta_max: scalars or (n-1,): joint angle limits theta_i in [theta^m_i, theta^M_i] (seed §12.1;
+                 -inf/inf = none) of the angles of :func:`diffchain.joint_angles` (joint 1 against the world); stored
+                 as (n,) with no limit on joint n. A limit is a stop in the limit's direction that the joint's
+                 continuous angle cannot pass from either side: with only theta^m the joint may turn the other way
+                 round up to theta^m + 2 pi (where it is stopped, coming back to the same direction), with only
+                 theta^M down to theta^M - 2 pi (:func:`diffchain._events.detection.limit_arc`)
+      threshold: halving threshold on the velocity error estimate max_i |a_i' - a_i| h, in m/s (seed §12.2: "e.g. 1")
+      max_depth: at most this many halvings of a sub-quantum (static)
+      slots:     solver calls per quantum (static); a quiet quantum uses 1 (2 when the control changed), an impact
+                 2 more, a halving 1-2 more, a constraint switched on again by the scuffing test 2 more (its impulse
+                 and a refresh)
+      chatter_count, chatter_window: a constraint released ``chatter_count`` times within about ``chatter_window``
+                 quanta stays active (seed §12.2 chattering and scuffing)
+    """
+
+    z0: jax.Array
+    z: jax.Array
+    contact: jax.Array
+    theta_min: jax.Array
+    theta_max: jax.Array
+    threshold: jax.Array
+    chatter_count: jax.Array
+    chatter_window: jax.Array
+    max_depth: int = eqx.field(static=True)
+    slots: int = eqx.field(static=True)
+
+    def __init__(self, n: int, *, ground=None, lines=None, contact=None, theta_min=None, theta_max=None,
+                 threshold=1.0, max_depth=3, slots=8, chatter_count=3, chatter_window=20, dtype=float):
+        """``ground=y`` is the horizontal line {y = ground} with normal +y; ``lines=(z0, z)`` any set of lines."""
+        dt = jnp.result_type(dtype)
+        z0, z = [], []
+        if ground is not None:
+            z0.append(jnp.asarray([[0.0, ground]], dt))
+            z.append(jnp.asarray([[0.0, 1.0]], dt))
+        if lines is not None:
+            z0.append(jnp.reshape(jnp.asarray(lines[0], dt), (-1, 2)))
+            z.append(jnp.reshape(jnp.asarray(lines[1], dt), (-1, 2)))
+        self.z0 = jnp.concatenate(z0) if z0 else jnp.zeros((0, 2), dt)
+        self.z = jnp.concatenate(z) if z else jnp.zeros((0, 2), dt)
+        self.contact = jnp.ones((n,), bool) if contact is None else jnp.asarray(contact, bool)
+        def full(v, fill, name):  # joints 1..n-1; joint n (minus the last link's absolute angle) has no limit
+            v = jnp.asarray(fill if v is None else v, dt)
+            _require(v.ndim == 0 or v.shape == (n - 1,), f"Events: {name} must be a scalar or have one entry per "
+                     f"link, shape (n-1,) = ({n - 1},) for n = {n} points (joint 1 against the world), got {v.shape}")
+            return jnp.concatenate([jnp.broadcast_to(v, (n - 1,)), jnp.full((1,), fill, dt)])
+
+        self.theta_min, self.theta_max = full(theta_min, -jnp.inf, "theta_min"), full(theta_max, jnp.inf, "theta_max")
+        self.threshold = jnp.asarray(threshold, dt)
+        self.chatter_count = jnp.asarray(chatter_count, dt)
+        self.chatter_window = jnp.asarray(chatter_window, dt)
+        self.max_depth, self.slots = int(max_depth), int(slots)
+
+    def __check_init__(self):
+        n = self.contact.shape[0]
+        _require(self.z0.shape == self.z.shape, f"Events: z0 and z must both be (K, 2), got {self.z0.shape}, {self.z.shape}")
+        z = _concrete(self.z)
+        if z is not None and z.size:
+            norms = np.linalg.norm(z, axis=-1)
+            _require(bool(np.all(np.abs(norms - 1) < 1e-6)), f"Events: obstacle normals z must be unit vectors, got norms {norms}")
+        lo, hi = _concrete(self.theta_min), _concrete(self.theta_max)
+        if lo is not None and hi is not None:
+            _require(lo.shape == (n,) and hi.shape == (n,), f"Events: theta_min and theta_max must have shape ({n},)")
+            _require(bool(np.all(lo < hi)), f"Events: need theta_min < theta_max, got {lo} and {hi}")
+            _require(bool(np.all(lo[np.isfinite(lo)] >= -np.pi) and np.all(hi[np.isfinite(hi)] <= np.pi)),
+                     "Events: angle limits must lie in [-pi, pi] (joint angles are wrapped to (-pi, pi])")
+        _require(self.slots >= 3, f"Events: slots must be >= 3 (refresh, trial, forced finish), got {self.slots}")
+        _require(self.max_depth >= 0, f"Events: max_depth must be >= 0, got {self.max_depth}")
+
+    @property
+    def n(self) -> int:
+        return self.contact.shape[0]
+
+
+class EventState(eqx.Module):
+    """A :class:`State` and the event masks (seed §7, §12): the constraints that are currently switched on.
+
+      stuck:   (n,)   points stuck to an obstacle;  pin (n,2) where,  normal (n,2) the obstacle's normal z
+      held:    (n,)   joints held at a limit;       side (n,) +1 at theta^M, -1 at theta^m
+      chatter: (2,n)  release counters of the contacts and the limits (seed §12.2 chattering / scuffing)
+      theta:   (n,)   the joint angles on their continuous branch (a joint turned once around is at theta + 2 pi),
+                      against which the limits are tested; by default the wrapped angles of ``state``, in (-pi, pi]
+                      (give it, e.g. theta^m + 2 pi - 0.5, to start a joint with a one-sided limit on the far branch)
+
+    and what the last quantum's final solver call found at ``state`` ("first same as last"): accelerations ``a``
+    (n,2), constraint torques ``tau_w`` (n,) and reactions ``R`` (n,2) under ``control``, with the constraints above.
+    ``fresh`` says they are valid; then a next quantum with the same control skips its refresh call. The cache
+    assumes the chain, the events and dt of that quantum: :func:`event_rollout` clears ``fresh`` at its start; clear
+    it yourself (``eqx.tree_at(lambda e: e.fresh, es, False)``) before calling :func:`event_step` with a changed one.
+    """
+
+    state: State
+    stuck: jax.Array
+    pin: jax.Array
+    normal: jax.Array
+    held: jax.Array
+    side: jax.Array
+    chatter: jax.Array
+    theta: jax.Array
+    a: jax.Array
+    tau_w: jax.Array
+    R: jax.Array
+    control: Control
+    fresh: jax.Array
+
+    def __init__(self, state: State, stuck=None, pin=None, normal=None, held=None, side=None, chatter=None,
+                 theta=None):
+        n, dt = state.x.shape[-2], state.x.dtype
+        lead = state.x.shape[:-2]
+        self.state = state
+        self.stuck = jnp.zeros(lead + (n,), bool) if stuck is None else jnp.asarray(stuck, bool)
+        self.pin = state.x if pin is None else jnp.asarray(pin, dt)
+        self.normal = jnp.zeros(lead + (n, 2), dt) if normal is None else jnp.asarray(normal, dt)
+        self.held = jnp.zeros(lead + (n,), bool) if held is None else jnp.asarray(held, bool)
+        self.side = jnp.zeros(lead + (n,), dt) if side is None else jnp.asarray(side, dt)
+        self.chatter = jnp.zeros(lead + (2, n), dt) if chatter is None else jnp.asarray(chatter, dt)
+        self.theta = _angles(state.x) if theta is None else jnp.asarray(theta, dt)
+        self.a, self.R = jnp.zeros(lead + (n, 2), dt), jnp.zeros(lead + (n, 2), dt)
+        self.tau_w = jnp.zeros(lead + (n,), dt)
+        self.control = Control(tau=jnp.zeros(lead + (n,), dt))
+        self.fresh = jnp.zeros(lead, bool)
+
+    @property
+    def x(self):
+        return self.state.x
+
+    @property
+    def v(self):
+        return self.state.v
+
+    @property
+    def t(self):
+        return self.state.t
+
+
+class StepReport(eqx.Module):
+    """What happened during one quantum (all fixed-shape arrays, so reports stack along a rollout).
+
+      impacts, limit_hits:            (n,) points that stuck / joints that hit a limit
+      releases, limit_releases:       (n,) points that left the ground / joints that left a limit
+      substeps:  accepted sub-quanta;  halvings: rejected ones (error estimate above threshold)
+      events:    event cuts (impulses);  slots: solver calls used;  exhausted: the budget ran out (forced finish)
+      error:     largest accepted velocity-error estimate max_i |a'_i - a_i| h
+    """
+
+    impacts: jax.Array
+    limit_hits: jax.Array
+    releases: jax.Array
+    limit_releases: jax.Array
+    substeps: jax.Array
+    halvings: jax.Array
+    events: jax.Array
+    slots: jax.Array
+    exhausted: jax.Array
+    error: jax.Array
+
+
+def _cache(es):  # the fields of EventState filled by the last quantum's final solver call
+    return es.a, es.tau_w, es.R, es.control, es.fresh
+
+
+def _none(x):
+    return x is None
+
+
+def check_event_state(chain: Chain, events: Events, es: EventState, tol: float = 1e-6) -> EventState:
+    """Raise if ``es`` is not a valid start: off the rod/slider manifold (:func:`diffchain.check_state`), a free contact
+    point below an obstacle line, or a free joint outside its angle limits (by more than ``tol``, relative to the
+    longest rod / in radians; its continuous angle, on the branch of ``es.theta``, against
+    :func:`diffchain._events.detection.limit_arc`). Works under ``jit``; returns ``es``."""
+    from .._simulate.rollout import check_state
+
+    if events.n != chain.n:
+        raise ValueError(f"Events are for n = {events.n} points, the chain has n = {chain.n}")
+    state = check_state(chain, es.state, tol)
+    scale = jnp.max(chain.l, initial=1.0)
+    free = events.contact & ~chain.guided & ~es.stuck
+    depth = _slack(events.z, events.z0, state.x)
+    below = jnp.any(free[:, None] & (depth < -tol * scale))
+    theta = _angles(state.x, es.theta)
+    lo, hi, limited = limit_arc(events)
+    out = ~es.held & limited & ((theta > hi + tol) | (theta < lo - tol))
+    deepest = -jnp.min(jnp.where(free[:, None], depth, jnp.inf), initial=jnp.inf)
+    excess = jnp.max(jnp.where(~es.held & limited, jnp.maximum(theta - hi, lo - theta), -jnp.inf), initial=-jnp.inf)
+    (x,) = runtime_checks((state.x,), [
+        (below, f"check_event_state: every free contact point must start on or above its obstacle lines (to {tol:g} "
+                f"of the longest rod), got one {{0:.3g}} m below", deepest),
+        (jnp.any(out), f"check_event_state: every free joint must start within its angle limits (to {tol:g} rad), got "
+                       f"one {{0:.3g}} rad outside", excess)])
+    return eqx.tree_at(lambda e: e.state.x, es, x)

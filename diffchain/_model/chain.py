@@ -1,0 +1,386 @@
+"""The chain model, its state and its control input, as Equinox pytrees (seed 000 §2; seed 003 natural coordinates).
+
+The shapes (the number of points ``n``) decide the compiled program; everything else is an array, so a batch of models
+can be vmapped and a new model of the same size never recompiles. The joint kinds are boolean masks: the solvers switch
+constraints on and off with them, never by changing shapes. (Differentiate with respect to a whole Chain with
+``eqx.filter_grad``, which skips the boolean masks, or build the Chain inside the differentiated function.)
+"""
+from __future__ import annotations
+
+import functools
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import equinox as eqx
+from equinox.internal import unvmap_any
+from jaxtyping import Array, Bool, Float
+
+G = 9.81  # seed 000 §4.1
+
+
+def _concrete(x):
+    """``x`` as a numpy array when its value is known now, ``None`` while it is being traced."""
+    if isinstance(x, jax.core.Tracer):
+        return None
+    return np.asarray(x)
+
+
+def _require(ok: bool, message: str):
+    if not ok:
+        raise ValueError(message)
+
+
+def _raise_in_generator(message):
+    """Raise ValueError(message) from a generator's frame: a finished generator has no caller frame, so the traceback
+    that JAX writes into a ``JaxRuntimeError`` when a host callback raises under ``jit`` is one line long and the
+    message comes right after it, instead of after every frame of the caller's stack."""
+    raise ValueError(message)
+    yield  # (makes this a generator)
+
+
+def _fail(messages, xs, bads, gots):
+    """Host side of :func:`runtime_checks` (only ever called on bad input): raise the first failed check."""
+    for message, bad, got in zip(messages, bads, gots):
+        bad, got = np.asarray(bad), np.asarray(got)
+        if not bad.any():
+            continue
+        if bad.ndim:  # under vmap: name the first bad element of the batch
+            idx = tuple(int(i) for i in np.argwhere(bad)[0])
+            got = got[tuple(min(i, s - 1) for i, s in zip(idx, got.shape))]
+            message = f"{message} (batch element {idx[0] if len(idx) == 1 else idx})"
+        next(_raise_in_generator(_text(message, got)))
+    return xs
+
+
+def _text(message, got):
+    """``message`` with the value ``got``: in place of "{got}" if it has one; in place of the fields "{0}", "{1:.3g}",
+    ... (``str.format``) by the entries of ``got`` if it has those; else appended as ", got ..."."""
+    if "{got}" in message:
+        return message.replace("{got}", _show(got))
+    if re.search(r"\{\d", message):
+        return message.format(*np.asarray(got, dtype=float).reshape(-1).tolist())
+    return f"{message}, got {_show(got)}"
+
+
+def _show(value):
+    return np.array2string(np.asarray(value), threshold=12, edgeitems=3, precision=6)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
+def _checked(messages, xs, bads, gots):
+    def fail(xs, bads, gots):
+        return jax.pure_callback(functools.partial(_fail, messages), jax.eval_shape(lambda: xs), xs, bads, gots,
+                                 vmap_method="expand_dims")
+
+    any_bad = unvmap_any(functools.reduce(jnp.logical_or, bads))
+    return jax.lax.cond(any_bad, fail, lambda xs, bads, gots: xs, xs, bads, gots)
+
+
+@_checked.defjvp
+def _checked_jvp(messages, primals, tangents):
+    return _checked(messages, *primals), tangents[0]
+
+
+def runtime_checks(xs: tuple, checks) -> tuple:
+    """The arrays ``xs``, after raising ``ValueError(message + ", got " + got)`` (or with ``got`` in place of "{got}"
+    in the message) for the first ``(bad, message, got)`` of ``checks`` whose ``bad`` (a boolean array) holds anywhere.
+
+    Checks of values known now run now (a plain ValueError). Checks of traced values (under ``jit``, ``vmap``,
+    ``grad``) run with the program: one ``lax.cond`` for all of them, whose error branch is a host callback, so valid
+    input costs the reductions and one branch; under ``jit`` JAX reports a failure as a ``JaxRuntimeError`` whose text
+    starts with the message (the ``ValueError`` itself when a compiled program is reused). Under ``vmap`` a bad element
+    anywhere in the batch raises and is named. The checks are tied to ``xs``: the caller must use the returned arrays
+    (checks whose results are unused are removed with them).
+    """
+    traced = []
+    for bad, message, got in checks:
+        got = bad if got is None else got
+        if not any(isinstance(a, jax.core.Tracer) for a in (bad, got)):
+            if bool(np.any(np.asarray(bad))):
+                raise ValueError(_text(message, got))
+        else:
+            traced.append((jnp.any(bad), message, jnp.asarray(got)))
+    if not traced:
+        return tuple(xs)
+    bads, messages, gots = zip(*traced)
+    return tuple(_checked(messages, tuple(xs), bads, gots))
+
+
+def runtime_check(x, bad, message: str, got=None):
+    """``x`` after the check ``(bad, message, got)`` of :func:`runtime_checks`."""
+    return runtime_checks((x,), [(bad, message, got)])[0]
+
+
+class Chain(eqx.Module):
+    """A planar chain of points ("joints") 1..n joined by rigid rods ("links") 1..n-1 (seed 000 §1–2).
+
+    Arrays (differentiable):
+      m:        (n,)   point masses m_i > 0 (>= 0 where the links carry the mass)
+      l:        (n-1,) rod lengths l_i > 0, rod i joins point i to point i+1
+      s:        (n,2)  unit normal s_i of the line a slider point moves on (used where ``slider[i]``)
+      c:        (n,)   offset of that line: the point stays on {x : s_i·x = c_i}
+      k_omega:  (n,)   joint viscous damping: torque -k_omega_i * omega_i^z (seed §4.3); a scalar damps joints
+                       1..n-1 (joint n has no outgoing link: omega_n^z would be link n-1 against the world)
+      k_v:      (n,)   quadratic air drag: force -k_v_i * v_i * |v_i| (seed §4.3)
+      g:        ()     gravitational acceleration, acting along -y (seed §4.1)
+    Boolean masks (n,):
+      guided:   which points have a prescribed acceleration a^w (seed §6.1; a fixed pin is a^w = 0)
+      slider:   which points move on a line (seed §6.3, §6.4); ``guided`` wins where both are set
+    The last point is the terminal joint of seed §6.2 (no rod leaves it).
+    Optional rigid links with distributed mass (all None for the seed's massless rods; see
+    :mod:`diffchain._model.inertia`):
+      link_mass:    (n-1,)   mass of link k
+      link_com:     (n-1,2)  its centre of mass (a, b) in metres: a along r_k from point k, b across (along r_k^*);
+                             default (l_k/2, 0)
+      link_inertia: (n-1,)   moment of inertia about the centre of mass (a uniform rod: mass l^2 / 12); default 0
+    """
+
+    m: Float[Array, " n"]
+    l: Float[Array, " n-1"]
+    s: Float[Array, "n 2"]
+    c: Float[Array, " n"]
+    k_omega: Float[Array, " n"]
+    k_v: Float[Array, " n"]
+    g: Float[Array, ""]
+    guided: Bool[Array, " n"]
+    slider: Bool[Array, " n"]
+    link_mass: Float[Array, " n-1"] | None
+    link_com: Float[Array, "n-1 2"] | None
+    link_inertia: Float[Array, " n-1"] | None
+
+    def __init__(self, m, l, *, guided=None, slider=None, s=None, c=None, k_omega=0.0, k_v=0.0, g=G,
+                 link_mass=None, link_com=None, link_inertia=None, check: bool = True):
+        """Shapes are checked here; values (finite, positive masses and lengths, ...) too, also when they are traced:
+        under ``jit``/``vmap`` the check runs with the program (:func:`runtime_check`). ``check=False`` skips the
+        checks of traced values (a program without host callbacks); known values are always checked."""
+        m = jnp.asarray(m)
+        m = m.astype(jnp.result_type(float, m.dtype))
+        _require(m.ndim == 1 and m.shape[0] >= 1, f"Chain: masses m must be a 1-D array of n >= 1 point masses, got shape {m.shape}")
+        n, dtype = m.shape[0], m.dtype
+        l = jnp.asarray(l, dtype)
+        _require(l.shape == (n - 1,), f"Chain: lengths l must have shape (n-1,) = ({n - 1},) for n = {n} points, got {l.shape}")
+        self.m, self.l = m, l
+        self.s = _per_point_or_one(s if s is not None else [0.0, 1.0], (n, 2), dtype, "Chain: s (slider normals)")
+        self.c = _per_point_or_one(0.0 if c is None else c, (n,), dtype, "Chain: c (slider offsets)")
+        k_omega = jnp.asarray(k_omega, dtype)
+        if k_omega.ndim == 0:
+            k_omega = jnp.full((n,), k_omega).at[-1:].set(0.0)
+        self.k_omega = k_omega
+        self.k_v = _per_point_or_one(k_v, (n,), dtype, "Chain: k_v")
+        self.g = jnp.asarray(g, dtype)
+        _require(self.g.shape == (), f"Chain: g must be a scalar (the gravitational acceleration along -y), got shape "
+                 f"{self.g.shape}")
+        self.guided = jnp.zeros((n,), bool) if guided is None else jnp.asarray(guided, bool)
+        self.slider = jnp.zeros((n,), bool) if slider is None else jnp.asarray(slider, bool)
+        _require(self.guided.shape == (n,), f"Chain: guided must have one flag per point (n = {n}), got shape {self.guided.shape}")
+        _require(self.slider.shape == (n,), f"Chain: slider must have one flag per point (n = {n}), got shape {self.slider.shape}")
+        _require(self.k_omega.shape == (n,), f"Chain: k_omega must be a scalar or have shape ({n},), got {self.k_omega.shape}")
+        if link_mass is None and link_com is None and link_inertia is None:
+            self.link_mass = self.link_com = self.link_inertia = None
+        else:
+            k = (n - 1,)
+            self.link_mass = _per_point_or_one(0.0 if link_mass is None else link_mass, k, dtype, "Chain: link_mass")
+            self.link_inertia = _per_point_or_one(0.0 if link_inertia is None else link_inertia, k, dtype,
+                                                  "Chain: link_inertia")
+            if link_com is None:
+                self.link_com = jnp.stack([self.l / 2, jnp.zeros_like(self.l)], -1)
+            else:
+                self.link_com = jnp.asarray(link_com, dtype)
+                _require(self.link_com.shape == k + (2,), f"Chain: link_com must have shape (n-1, 2) = {k + (2,)}, one "
+                         f"centre of mass (a, b) per link, got {self.link_com.shape}")
+        self._check_values(check)
+
+    def _check_values(self, check):
+        """Finite, positive masses and lengths, ...: now where the values are known, else at run time if ``check``
+        (one :func:`runtime_checks` for all, tied to every traced field)."""
+        traced = []
+
+        def verify(name, bad, what, got=None):
+            val = getattr(self, name)
+            if not isinstance(val, jax.core.Tracer):
+                val_np = np.asarray(val)
+                _require(not np.any(bad(np, val_np)), f"Chain: {name} must be {what}, got "
+                         f"{_show(val_np if got is None else got(np, val_np))}")
+            elif check:
+                traced.append((bad(jnp, val), f"Chain: {name} must be {what}", val if got is None else got(jnp, val)))
+
+        finite = lambda xp, v: ~xp.isfinite(v)  # noqa: E731
+        for name in ("m", "l"):
+            verify(name, finite, "finite")
+        if self.has_links:
+            verify("m", lambda xp, v: v < 0, "non-negative")
+        else:
+            verify("m", lambda xp, v: ~(v > 0), "positive")
+        verify("l", lambda xp, v: ~(v > 0), "positive")
+        for name in ("k_omega", "k_v"):
+            verify(name, lambda xp, v: ~(xp.isfinite(v) & (v >= 0)), "finite and non-negative")
+        verify("g", finite, "finite")
+        verify("c", finite, "finite")
+        on = self.slider if isinstance(self.slider, jax.core.Tracer) else np.asarray(self.slider)
+        norm = lambda xp, v: xp.sqrt(xp.sum(v * v, -1))  # noqa: E731
+        verify("s", lambda xp, v: on & ~(xp.abs(norm(xp, v) - 1) < 1e-6),
+               "unit vectors where slider is set (norms 1 to 1e-6): the norms", norm)
+        names = ["m", "l", "s", "c", "k_omega", "k_v", "g"]
+        if self.has_links:
+            for name in ("link_mass", "link_inertia", "link_com"):
+                verify(name, finite, "finite")
+            for name in ("link_mass", "link_inertia"):
+                verify(name, lambda xp, v: v < 0, "non-negative")
+            traced += self._check_mass(check)
+            names += ["link_mass", "link_com", "link_inertia"]
+        if traced:
+            names = [k for k in names if isinstance(getattr(self, k), jax.core.Tracer)]
+            for k, v in zip(names, runtime_checks(tuple(getattr(self, k) for k in names), traced)):
+                setattr(self, k, v)
+
+    def _check_mass(self, check):
+        """[] or the run-time check that every point carries mass (with rigid links)."""
+        from .inertia import point_mass_blocks
+
+        lowest = jnp.linalg.eigvalsh(point_mass_blocks(self))[:, 0]
+        if not isinstance(lowest, jax.core.Tracer):
+            weak = np.flatnonzero(np.asarray(lowest) <= 0)
+            _require(weak.size == 0, f"Chain: points {weak.tolist()} carry no mass (neither a point mass nor link "
+                     "mass at that end): their accelerations would be undetermined")
+            return []
+        return [(lowest <= 0, "Chain: every point must carry mass (a point mass or link mass at that end), else its "
+                 "acceleration is undetermined; the smallest eigenvalues of the points' 2x2 mass blocks are",
+                 lowest)] if check else []
+
+    @property
+    def has_links(self) -> bool:
+        """Whether the links carry distributed mass (decides the recursion at trace time)."""
+        return self.link_mass is not None
+
+    @property
+    def n(self) -> int:
+        return self.m.shape[0]
+
+    @property
+    def slider_mask(self):
+        """Points that move on a line and are not guided."""
+        return self.slider & ~self.guided
+
+    @property
+    def rod_on(self):
+        """Rods that are constraints (n-1,): a rod between two guided points is switched off, their prescribed
+        accelerations win (seed §6.1)."""
+        return ~(self.guided[:-1] & self.guided[1:])
+
+
+class State(eqx.Module):
+    """Cartesian state at the start of a time quantum (seed 000 §2): positions x_i, velocities v_i, time t."""
+
+    x: Float[Array, "n 2"]
+    v: Float[Array, "n 2"]
+    t: Float[Array, ""]
+
+    def __init__(self, x, v=None, t=0.0):
+        x = jnp.asarray(x)
+        self.x = x if jnp.issubdtype(x.dtype, jnp.inexact) else x.astype(jnp.result_type(float))
+        self.v = jnp.zeros_like(self.x) if v is None else jnp.asarray(v, self.x.dtype)
+        self.t = jnp.asarray(t, self.x.dtype)
+
+    def __check_init__(self):
+        _require(self.x.ndim >= 2 and self.x.shape[-1] == 2, f"State: x must have shape (n, 2), got {self.x.shape}")
+        _require(self.v.shape == self.x.shape, f"State: v must have the shape of x {self.x.shape}, got {self.v.shape}")
+        _require(self.t.ndim <= self.x.ndim - 2, f"State: t must be a scalar time (or one per leading axis of x "
+                 f"{self.x.shape[:-2]}), got shape {self.t.shape}")
+
+
+class Control(eqx.Module):
+    """What acts on the chain from outside during a quantum.
+
+      tau: (n,)   torque at each joint (seed §4.2): tau_i acts between link i-1 and link i (for i = 1 between the
+                  world and link 1, for i = n on link n-1 alone); positive is counter-clockwise on link i
+      F:   (n,2)  arbitrary point forces added to F^e
+      a_w: (n,2)  prescribed accelerations of the guided points (seed §6.1); ignored elsewhere
+    """
+
+    tau: Float[Array, " n"]
+    F: Float[Array, "n 2"]
+    a_w: Float[Array, "n 2"]
+
+    def __init__(self, tau=None, F=None, a_w=None, *, n=None, dtype=None):
+        """Missing parts are zero. Leading axes (a time axis for ``rollout``, a batch axis) are taken from the given
+        parts: ``Control(tau=jnp.zeros((T, n)))`` is a sequence of T controls."""
+        lead, dtypes = (), []
+        for arr, tail in ((tau, 1), (F, 2), (a_w, 2)):
+            if arr is not None:
+                shape = jnp.shape(arr)
+                _require(len(shape) >= tail, f"Control: tau must be (..., n), F and a_w (..., n, 2); got {shape}")
+                lead, n, dtypes = shape[: len(shape) - tail], shape[len(shape) - tail], [jnp.asarray(arr).dtype]
+                break
+        _require(n is not None, "Control: give at least one of tau, F, a_w, or n")
+        dtype = dtype or jnp.result_type(float, *dtypes)
+        self.tau = jnp.zeros(lead + (n,), dtype) if tau is None else jnp.asarray(tau, dtype)
+        self.F = jnp.zeros(lead + (n, 2), dtype) if F is None else jnp.asarray(F, dtype)
+        self.a_w = jnp.zeros(lead + (n, 2), dtype) if a_w is None else jnp.asarray(a_w, dtype)
+
+    def __check_init__(self):
+        lead, n = self.tau.shape[:-1], self.tau.shape[-1] if self.tau.ndim else -1
+        _require(self.tau.ndim >= 1, f"Control: tau must have shape (..., n), got {self.tau.shape}")
+        _require(self.F.shape == lead + (n, 2), f"Control: F must have shape (..., n, 2) = {lead + (n, 2)}, got {self.F.shape}")
+        _require(self.a_w.shape == lead + (n, 2),
+                 f"Control: a_w must have shape (..., n, 2) = {lead + (n, 2)}, got {self.a_w.shape}")
+
+
+def check_sizes(chain: Chain, state: State | None = None, control=None, who: str = "diffchain"):
+    """Raise a ValueError naming the argument whose number of points is not the chain's n (at trace time: shapes
+    only). ``control`` may carry leading axes (a time axis); anything but a :class:`Control` (a policy) is skipped."""
+    n = chain.n
+    if state is not None:
+        _require(state.x.shape[-2:] == (n, 2), f"{who}: the state has x of shape {state.x.shape}, the chain has n = {n} "
+                 f"points: x and v must be ({n}, 2)")
+    if isinstance(control, Control):
+        _require(control.tau.shape[-1] == n, f"{who}: the control has tau of shape {control.tau.shape}, the chain has "
+                 f"n = {n} points: tau must be (..., {n}), F and a_w (..., {n}, 2)")
+
+
+def _per_point_or_one(value, shape, dtype, name):
+    """``value`` as an array of ``shape``, from that shape or from one entry for all (shape ``shape[1:]``)."""
+    arr = jnp.asarray(value, dtype)
+    _require(arr.shape in (shape, shape[1:]), f"{name} must have shape {shape} or {shape[1:]} (one value for all), "
+             f"got {arr.shape}")
+    return jnp.broadcast_to(arr, shape)
+
+
+def _per_point(value, n, name):
+    arr = jnp.asarray(value)
+    arr = arr.astype(jnp.result_type(float, arr.dtype))
+    _require(arr.ndim == 0 or arr.shape == (n,), f"{name} must be a scalar or have shape ({n},), got {arr.shape}")
+    return jnp.broadcast_to(arr, (n,))
+
+
+def pendulum(n_links: int, mass=1.0, length=1.0, **kwargs) -> Chain:
+    """An ``n_links``-link pendulum: n = n_links + 1 points, point 1 pinned (guided with a^w = 0), the rest free.
+
+    ``mass`` (scalar or (n_links,)) sits at points 2..n; the pinned point gets the same mass as point 2 (it never moves,
+    so its value does not matter). ``length`` is a scalar or (n_links,). Other keywords go to :class:`Chain`.
+    """
+    _require(int(n_links) >= 1, f"pendulum: n_links must be >= 1, got {n_links}")
+    m = _per_point(mass, n_links, "pendulum: mass")
+    return Chain(jnp.concatenate([m[:1], m]), _per_point(length, n_links, "pendulum: length"),
+                 guided=[True] + [False] * n_links, **kwargs)
+
+
+def free_chain(n_links: int, mass=1.0, length=1.0, **kwargs) -> Chain:
+    """A free-floating chain of ``n_links`` rods and n_links + 1 point masses (``mass`` scalar or (n_links+1,))."""
+    _require(int(n_links) >= 1, f"free_chain: n_links must be >= 1, got {n_links}")
+    return Chain(_per_point(mass, n_links + 1, "free_chain: mass"), _per_point(length, n_links, "free_chain: length"),
+                 **kwargs)
+
+
+def cart_chain(n_links: int, mass=1.0, length=1.0, *, normal=(0.0, 1.0), offset=0.0, **kwargs) -> Chain:
+    """A chain whose first point slides on the line {x : normal·x = offset} (a cart on a rail, seed §6.3, §14).
+
+    ``mass`` is a scalar or (n_links+1,) (the first entry is the cart). The default line is the x axis.
+    """
+    _require(int(n_links) >= 1, f"cart_chain: n_links must be >= 1, got {n_links}")
+    n = n_links + 1
+    s = jnp.zeros((n, 2)).at[0].set(jnp.asarray(normal, float))
+    c = jnp.zeros((n,)).at[0].set(offset)
+    return Chain(_per_point(mass, n, "cart_chain: mass"), _per_point(length, n_links, "cart_chain: length"),
+                 slider=[True] + [False] * n_links, s=s, c=c, **kwargs)

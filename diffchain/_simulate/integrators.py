@@ -1,0 +1,87 @@
+"""Integrators: one step of a chain (seed 000 §3, §12.2). Implementations are objects passed to
+:func:`diffchain.step` and :func:`diffchain.rollout` (``integrator=RK4()``).
+
+:meth:`Integrator.step` advances the chain by one step. The plain integrators here need only the accelerations
+(``__call__(accel, state, dt)``, which :mod:`diffchain._xla.point_major`'s batched form also uses); those of
+:mod:`diffchain._simulate.projection` need the chain itself. Each carries the factor of its PD drift correction time
+constant delta_eps = ``stab_factor`` * dt (seed §12.2 eq. 33 suggests several quanta, ~5); None integrates the exact
+constraint accelerations without correction.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from .._model.chain import Chain, Control, State
+
+
+class Integrator(eqx.Module):
+    """Advances a state by one quantum, given its accelerations ``accel(state)``: a :class:`State`, or any class with
+    fields x, v, t whose x and v add and scale (:class:`diffchain._xla.point_major.PointState`)."""
+
+    stab_factor: float | None = 5.0
+
+    def __check_init__(self):
+        f = self.stab_factor
+        if f is None or isinstance(f, jax.core.Tracer) or jnp.ndim(f) != 0:
+            return
+        if not jnp.issubdtype(jnp.result_type(f), jnp.number) or not (float(f) > 0 and float(f) < float("inf")):
+            raise ValueError(f"{type(self).__name__}: stab_factor must be None (no drift correction) or a finite "
+                             f"number > 0 (delta_eps = stab_factor * dt), got {f!r}")
+
+    def stab(self, dt):
+        return None if self.stab_factor is None else self.stab_factor * dt
+
+    def __call__(self, accel: Callable[[State], jax.Array], state: State, dt) -> State:
+        raise NotImplementedError
+
+    def step(self, chain: Chain, state: State, control: Control, dt, solver) -> State:
+        """One step of ``chain``: this integrator on the accelerations of ``solver`` with its drift correction."""
+        stab = self.stab(dt)
+        return self(lambda s: solver(chain, s, control, stab)[0], state, dt)
+
+
+class SeedQuantum(Integrator):
+    """Seed §3 steps 3–4: accelerations constant over the quantum, x += dt v + dt^2 a / 2, v += dt a.
+
+    The seed's scheme as written. It is not symplectic (for a linear oscillator its one-step map has determinant
+    1 + (dt omega)^2 / 2): the energy of a conservative chain grows, slowly on a single pendulum, exponentially on a
+    chaotic one until the state is not finite. Use it to reproduce the seed; :class:`diffchain.Projected` is the
+    default."""
+
+    def __call__(self, accel, state, dt):
+        a = accel(state)
+        return type(state)(state.x + dt * state.v + 0.5 * dt**2 * a, state.v + dt * a, state.t + dt)
+
+
+class SemiImplicitEuler(Integrator):
+    """Symplectic Euler: v += dt a, x += dt v_new (conserves a shadow energy; cheap)."""
+
+    def __call__(self, accel, state, dt):
+        v = state.v + dt * accel(state)
+        return type(state)(state.x + dt * v, v, state.t + dt)
+
+
+class RK4(Integrator):
+    """Classical fourth-order Runge–Kutta on (x, v).
+
+    Its default drift correction is gentler (delta_eps = 50 dt): RK4 itself keeps the constraints to O(dt^4), and a
+    stiff correction would trade energy accuracy for constraint accuracy that is not needed.
+    """
+
+    stab_factor: float | None = 50.0
+
+    def __call__(self, accel, state, dt):
+        def f(x, v, t):
+            return v, accel(type(state)(x, v, t))
+
+        x, v, t = state.x, state.v, state.t
+        k1x, k1v = f(x, v, t)
+        k2x, k2v = f(x + 0.5 * dt * k1x, v + 0.5 * dt * k1v, t + 0.5 * dt)
+        k3x, k3v = f(x + 0.5 * dt * k2x, v + 0.5 * dt * k2v, t + 0.5 * dt)
+        k4x, k4v = f(x + dt * k3x, v + dt * k3v, t + dt)
+        return type(state)(x + dt / 6 * (k1x + 2 * k2x + 2 * k3x + k4x), v + dt / 6 * (k1v + 2 * k2v + 2 * k3v + k4v),
+                           t + dt)

@@ -1,0 +1,144 @@
+"""Simulation, loop-closure functions and closed-loop inverse dynamics of mechanisms (seed 001 §8.11–8.12).
+
+* :func:`mechanism_rollout`: ``lax.scan`` of a diffchain integrator (``RK4()``, ``SemiImplicitEuler()``, ...) over the
+  mechanism's accelerations; the integrator's ``stab`` (T_stab = stab_factor * dt) is used as Baumgarte's time
+  constant (seed 001 §8.3, alpha = beta = 1/T_stab); ``stab_factor=None`` integrates without stabilisation.
+* :func:`loop_closure_terms` / :func:`loop_closure_dynamics` (seed 001 eqs. 8.56–8.60): the user gives q = gamma(y);
+  G = d gamma/dy by jacfwd, g = G_dot y_dot by a nested jvp, and G^T M G y_dd = G^T (Q - M g). Integrating y keeps
+  every constraint exactly: no drift, no stabilisation.
+* :func:`actuator_forces` (seed 001 eq. 8.63): G_u^T u = G^T tau_ID with the classification under-, properly or
+  redundantly actuated, exact or minimum-norm u. :func:`mechanism_inverse_dynamics` applies it to motors of a Mechanism.
+"""
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from .rollout import check_arguments, check_n_steps, dt_checks, finite_check
+from .integrators import RK4
+from .projection import ChainIntegrator
+from .._solvers.mechanism import (KKT, _as_solver, check_mechanism_state, mechanism_dynamics, mechanism_terms,
+                                  null_space_basis, rank_info)
+from .._model.chain import State, _show, runtime_checks
+from .._analysis.diagnosis import check_run
+from .._solvers.base import Recursive
+
+UNDER, PROPER, REDUNDANT, UNDER_AND_REDUNDANT = 0, 1, 2, 3
+ACTUATION = {UNDER: "under-actuated", PROPER: "properly actuated", REDUNDANT: "redundantly actuated",
+             UNDER_AND_REDUNDANT: "under-actuated and redundantly actuated"}
+
+
+def mechanism_rollout(mech, state: State, dt, n_steps: int, *, tau=None, integrator=RK4(), solver=KKT(),
+                      check: bool = True):
+    """Simulate; ``tau`` is None, a constant (n_motors,) or a sequence (n_steps, n_motors). Returns (final, trajectory).
+
+    Arguments of the wrong type or shape raise at trace time; ``dt`` (finite, > 0) and ``tau`` (finite) are checked
+    once per call, when the program runs if they are traced, and so is the run itself: a ``ValueError`` says when
+    its final state is not finite or off its constraints, the loop closure Phi(q, t) or its rate
+    Phi_q q_dot + Phi_t beyond a tolerance that scales with the dtype (:mod:`diffchain._analysis.diagnosis`; a run that
+    leaves its branch at a singular configuration leaves them there). ``check=False`` skips all of these; then
+    :func:`diffchain.diagnose` reports on the run without raising, with the conditioning of its singular passages.
+    """
+    who = "mechanism_rollout"
+    check_arguments(Recursive(), integrator, who)
+    if isinstance(integrator, ChainIntegrator):
+        raise TypeError(f"{who}: integrator must be a plain integrator (RK4(), SemiImplicitEuler(), SeedQuantum()): "
+                        f"{type(integrator).__name__} projects onto a chain's constraints, not a mechanism's")
+    solver = _as_solver(solver, who)
+    check_mechanism_state(mech, state, who)
+    n_steps = check_n_steps(n_steps, who)
+    if n_steps is None:
+        raise TypeError(f"{who}: n_steps must be an int >= 0, got None")
+    pending = dt_checks(dt, who, check)
+    n_m = mech.motor_idx.shape[0]
+    if tau is not None:
+        shape = jnp.shape(tau)
+        if shape not in ((n_m,), (n_steps, n_m)):
+            raise ValueError(f"{who}: tau must be None, one torque per motor (n_motors,) = ({n_m},) held over the "
+                             f"rollout, or a sequence (n_steps, n_motors) = ({n_steps}, {n_m}); got shape {shape}")
+        tau = jnp.asarray(tau)
+        if not isinstance(tau, jax.core.Tracer):
+            if not bool(jnp.all(jnp.isfinite(tau))):
+                raise ValueError(f"{who}: tau must be finite, got {_show(tau)}")
+        elif check:
+            pending.append(finite_check(tau, f"{who}: tau must be finite", time_axis=tau.ndim == 2))
+    if pending:  # tied to the start: no array of the inputs passes through the check
+        state = State(runtime_checks((state.x,), pending)[0], state.v, state.t)
+    stab = integrator.stab(dt)
+    taus = jnp.zeros((n_steps, n_m), state.x.dtype) if tau is None else jnp.broadcast_to(tau, (n_steps, n_m))
+
+    def body(s, u):
+        s = integrator(lambda s_: mechanism_dynamics(mech, s_, u if n_m else None, solver=solver, stab=stab)[0], s, dt)
+        return s, s
+
+    final, traj = jax.lax.scan(body, state, taus)
+    if check:  # the run itself: finite and on its constraints (diffchain._analysis.diagnosis): its final state
+        final, traj = check_run(who, mech, final, traj, "a smaller dt, or a stronger stabilisation such as "
+                                "integrator=RK4(stab_factor=20)")
+    return final, traj
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+def loop_closure_terms(gamma, y, yd):
+    """q = gamma(y), q_d = G y_d, G = d gamma / dy (eq. 8.58, jacfwd), g = G_dot y_d (eq. 8.60, nested jvp)."""
+    q = gamma(y)
+    G = jax.jacfwd(gamma)(y)
+    qd, g = jax.jvp(lambda y_: jax.jvp(gamma, (y_,), (yd,))[1], (y,), (yd,))
+    return q, qd, G, g
+
+
+def loop_closure_dynamics(M, Q, gamma, y, yd):
+    """y_dd from G^T M G y_dd = G^T (Q - M g) (seed 001 eqs. 8.45–8.46 with G, g from eqs. 8.58–8.60); M(q), Q(q, q_d)
+    are callables. Returns (y_dd, q_dd)."""
+    q, qd, G, g = loop_closure_terms(gamma, y, yd)
+    Mq = M(q)
+    ydd = jnp.linalg.solve(G.T @ Mq @ G, G.T @ (Q(q, qd) - Mq @ g))
+    return ydd, G @ ydd + g
+
+
+def mechanism_loop_closure_dynamics(mech, gamma, y, yd, t=0.0, tau=None, F=None):
+    """:func:`loop_closure_dynamics` for a Mechanism: ``gamma`` maps y to the flat coordinates q (2N,)."""
+    return loop_closure_dynamics(lambda q: mech.M, lambda q, qd: mech.applied_forces(q, qd, t, tau, F), gamma, y, yd)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+class Actuation(eqx.Module):
+    u: jax.Array             # actuator forces (exact, or minimum-norm when redundantly actuated)
+    kind: jax.Array          # UNDER / PROPER / REDUNDANT / UNDER_AND_REDUNDANT
+    rank: jax.Array          # rank of G_u
+    residual: jax.Array      # |G_u^T u - G^T tau_ID| (> 0 when under-actuated: the motion is not achievable)
+
+
+def actuator_forces(G, tau_id, Bu, free=None, tol=1e-9):
+    """Seed 001 eq. 8.63: G_u^T u = G^T tau_ID, with Bu (n, p) the actuator map tau = Bu u (Q [u; 0] in the seed:
+    a selection matrix for joint actuators, a general matrix for motors of a Mechanism). ``free`` masks the valid
+    columns of a fixed-shape G. Cases (not exclusive): rank G_u < n - r under-actuated, p > rank G_u redundantly
+    actuated, else properly actuated with the unique u = G_u^-T G^T tau_ID. The minimum-norm least-squares u is
+    returned in every case (exact unless under-actuated and the motion is infeasible)."""
+    if free is not None:
+        G = G * free[None, :]
+    Gu_T = G.T @ Bu                                  # (n_y, p) = (Bu^T G)^T = G_u^T
+    rhs = G.T @ tau_id
+    p = Bu.shape[1]
+    dof = G.shape[1] if free is None else jnp.sum(free)
+    _, rk, _, _, _ = rank_info(Gu_T, jnp.ones((Gu_T.shape[0],), bool), tol=tol)
+    u = jnp.linalg.pinv(Gu_T, rtol=tol) @ rhs
+    under, redundant = rk < dof, p > rk
+    kind = jnp.where(under & redundant, UNDER_AND_REDUNDANT, jnp.where(under, UNDER, jnp.where(redundant, REDUNDANT,
+                                                                                                    PROPER)))
+    return Actuation(u, kind, rk, jnp.max(jnp.abs(Gu_T @ u - rhs), initial=0.0))
+
+
+def motor_map(mech, q):
+    """Bu (2N, n_motors): generalized force of a unit torque of each motor (d motor angle / dq)^T."""
+    return jax.jacfwd(mech.motor_angles)(q).T
+
+
+def mechanism_inverse_dynamics(mech, state: State, qdd, F=None, tol=1e-9):
+    """Motor torques u that produce the accelerations ``qdd`` (N, 2), consistent with the constraints (including any
+    drivers), via eq. 8.63 with tau_ID = M q_dd - Q (q, q_d; no motors) and G the null-space basis of eq. 8.51."""
+    M, Q, J, gamma, on = mechanism_terms(mech, state, None, F)
+    G, _, free = null_space_basis(J, gamma, on, tol=tol)
+    tau_id = M @ qdd.reshape(-1) - Q
+    return actuator_forces(G, tau_id, motor_map(mech, state.x.reshape(-1)), free, tol)

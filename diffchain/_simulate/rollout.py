@@ -1,0 +1,325 @@
+"""Time stepping: ``step`` and rollouts with ``lax.scan`` (seed 000 §3, §12.2), for any integrator of
+:mod:`diffchain._simulate.integrators` (the default: RK4 followed by the projection onto the constraints,
+:class:`~diffchain._simulate.projection.Projected`)."""
+from __future__ import annotations
+
+import abc
+import operator
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._model.geometry import links
+from .integrators import Integrator
+from .._model.chain import Chain, Control, State, check_sizes, runtime_checks
+from .projection import Projected
+from .._solvers.implicit import KKT_SOLUTION
+from .._analysis.diagnosis import check_run, run_checks
+from .._solvers.base import Recursive, Solver
+
+
+REMEDY = "a smaller dt, or the default integrator Projected()"
+
+
+class Backend(eqx.Module):
+    """How :func:`rollout` runs under ``vmap``, chosen explicitly with ``rollout(..., backend=...)``. Without one
+    (``backend=None``), the ``vmap`` of a rollout is the ``vmap`` of the one-chain program. Implementations:
+    :class:`diffchain.PointMajor`."""
+
+    @abc.abstractmethod
+    def rollout(self, run, chain: Chain, state: State, controls, *, dt, n_steps, solver, integrator):
+        """The rollout ``run(chain, state, controls)`` (the one-chain program), in this backend's form."""
+
+
+def step(chain: Chain, state: State, control: Control, dt, *, solver: Solver = Recursive(),
+         integrator: Integrator = Projected(), check: bool = True) -> State:
+    """One time quantum of length ``dt``: the functional ``step(model, state, control) -> state``.
+
+    Arguments of the wrong type or shape raise at trace time. ``check=True`` also checks that ``dt`` is finite and > 0
+    and the control finite, and that the new state is finite and on the constraints
+    (:mod:`diffchain._analysis.diagnosis`), when the program runs if they are traced: inside a loop of your own that is
+    one check per step, which ``check=False`` switches off (``rollout`` checks its inputs and its run once per call
+    instead).
+    """
+    check_arguments(solver, integrator, "step")
+    if not isinstance(control, Control):
+        raise TypeError(f"step: control must be a diffchain.Control, got {describe(control)}")
+    check_sizes(chain, state, control, "step")
+    if control.tau.shape != (chain.n,):
+        raise ValueError(f"step: control must be one control, tau of shape (n,) = ({chain.n},) and F, a_w "
+                         f"({chain.n}, 2), got tau of shape {control.tau.shape} (a sequence of controls goes to rollout)")
+    pending = dt_checks(dt, "step", check) + control_checks(control, "step", check)
+    new = _step(chain, state, control, dt, solver, integrator)
+    if check:  # and the result: finite and on the constraints (diffchain._analysis.diagnosis)
+        one = jax.tree_util.tree_map(lambda a: jnp.asarray(a)[None], new)
+        pending += run_checks("step", chain, one, REMEDY)
+    if pending:
+        x, v = runtime_checks((new.x, new.v), pending)
+        new = State(x, v, new.t)
+    return new
+
+
+def _step(chain, state, control, dt, solver, integrator):
+    return integrator.step(chain, state, control, dt, solver)
+
+
+def describe(obj):
+    if isinstance(obj, type):
+        return f"the class {obj.__name__} (pass an instance, {obj.__name__}())"
+    return f"{obj!r} (of type {type(obj).__name__})"
+
+
+def check_arguments(solver, integrator, who: str):
+    """TypeError naming ``solver`` or ``integrator`` when it is not a chain :class:`Solver` / :class:`Integrator`."""
+    if not isinstance(integrator, Integrator):
+        raise TypeError(f"{who}: integrator must be an Integrator instance: Projected(), RATTLE(), RK4(), "
+                        f"SemiImplicitEuler(), SeedQuantum() (or a subclass of diffchain.Integrator), got "
+                        f"{describe(integrator)}")
+    if not isinstance(solver, Solver):
+        raise TypeError(f"{who}: solver must be a chain solver instance: Recursive() or KKT() (mechanisms take "
+                        f"their own solvers), got {describe(solver)}")
+
+
+def dt_checks(dt, who: str, traced: bool = True) -> list:
+    """Raise now unless ``dt`` is a finite real scalar > 0; for a traced ``dt``, the check to run with the program
+    (a list for :func:`diffchain._model.chain.runtime_checks`; empty if not ``traced``)."""
+    if jnp.ndim(dt) != 0:
+        raise ValueError(f"{who}: dt must be a scalar time step, got shape {jnp.shape(dt)}")
+    if not jnp.issubdtype(jnp.result_type(dt), jnp.number) or jnp.issubdtype(jnp.result_type(dt), jnp.complexfloating):
+        raise TypeError(f"{who}: dt must be a real number, got {describe(dt)}")
+    if not isinstance(dt, jax.core.Tracer):
+        value = float(dt)
+        if not (value > 0 and value < float("inf")):
+            raise ValueError(f"{who}: dt must be finite and > 0, got {value}")
+        return []
+    return [(~(jnp.isfinite(dt) & (dt > 0)), f"{who}: dt must be finite and > 0", dt)] if traced else []
+
+
+def check_n_steps(n_steps, who: str):
+    """``n_steps`` as an int >= 0 (None passes): it sets the length of the scan, so it must be known at trace time."""
+    if n_steps is None:
+        return None
+    if isinstance(n_steps, jax.core.Tracer):
+        raise TypeError(f"{who}: n_steps must be a Python int known at trace time (it sets the length of the scan), "
+                        f"got a traced value; mark it static (jax.jit(..., static_argnames='n_steps'))")
+    if isinstance(n_steps, (bool, np.bool_)) or jnp.ndim(n_steps) != 0:
+        raise TypeError(f"{who}: n_steps must be an int >= 0, got {describe(n_steps)}")
+    try:
+        n_steps = operator.index(n_steps)
+    except TypeError:
+        raise TypeError(f"{who}: n_steps must be an int >= 0, got {describe(n_steps)}") from None
+    if n_steps < 0:
+        raise ValueError(f"{who}: n_steps must be an int >= 0, got {n_steps}")
+    return n_steps
+
+
+def control_checks(control: Control, who: str, traced: bool = True) -> list:
+    """Raise now unless the known parts of ``control`` are finite; for traced parts, the checks to run with the
+    program (if ``traced``). Only small values enter them (the first bad step or value), never the arrays."""
+    pending = []
+    for name in ("tau", "F", "a_w"):
+        leaf = getattr(control, name)
+        message = f"{who}: the control's {name} must be finite"
+        if not isinstance(leaf, jax.core.Tracer):
+            value = np.asarray(leaf)
+            if not np.all(np.isfinite(value)):
+                where = tuple(int(i) for i in np.argwhere(~np.isfinite(value))[0])
+                raise ValueError(f"{message}, got {value[where]} at index {where}")
+        elif traced:
+            pending.append(finite_check(leaf, message, time_axis=leaf.ndim > 1 + (name != "tau")))
+    return pending
+
+
+def finite_check(x, message: str, time_axis: bool) -> tuple:
+    """The run-time check that the traced ``x`` is finite, naming the first step holding NaN or inf (``time_axis``)
+    or the first such value: only scalars enter the check, never ``x`` itself."""
+    if time_axis:
+        bad_steps = ~jnp.all(jnp.isfinite(x.reshape(x.shape[0], -1)), axis=1)
+        return bad_steps, message + ", got NaN or inf at step {got}", jnp.argmax(bad_steps)
+    flat = x.reshape(-1)
+    bad = ~jnp.isfinite(flat)
+    return bad, message, flat[jnp.argmax(bad)]
+
+
+def check_controls(chain, controls, n_steps, who):
+    """The shape and type checks of :func:`rollout`'s ``controls`` (and their agreement with ``n_steps``)."""
+    if controls is None or (callable(controls) and not isinstance(controls, Control)):
+        if n_steps is None:
+            raise ValueError(f"{who}: a policy (or controls=None) needs n_steps")
+        return controls
+    if not isinstance(controls, Control):
+        raise TypeError(f"{who}: controls must be a diffchain.Control with a leading time axis (tau (T, n)), a policy "
+                        f"policy(state) -> Control, or None; got {describe(controls)}")
+    if controls.tau.ndim != 2:
+        raise ValueError(f"{who}: controls must carry a leading time axis, tau of shape (T, n) = (T, {chain.n}) and F, "
+                         f"a_w (T, {chain.n}, 2), got tau of shape {controls.tau.shape} (for one control held over "
+                         "n_steps, pass the policy lambda s: control)")
+    T = controls.tau.shape[0]
+    if n_steps is not None and n_steps != T:
+        raise ValueError(f"{who}: n_steps={n_steps} but the controls have {T} steps")
+    return controls
+
+
+def _check_dtypes(chain, state, controls, who):
+    arrays = [chain.m, state.x] + ([controls.tau] if isinstance(controls, Control) else [])
+    if jnp.result_type(*arrays) != state.x.dtype:
+        raise TypeError(f"{who}: the state is {state.x.dtype} but the chain is {chain.m.dtype}"
+                        + (f" and the controls {controls.tau.dtype}" if isinstance(controls, Control) else "")
+                        + ": the steps would promote the state; build them in one dtype")
+
+
+def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = None, solver: Solver = Recursive(),
+            integrator: Integrator = Projected(), checkpoint: int | None = None, check: bool = True,
+            backend: Backend | None = None):
+    """Simulate from ``state``; returns (final state, trajectory of the states after each step, stacked on axis 0).
+
+    Arguments of the wrong type or shape raise at trace time (TypeError / ValueError naming them), as do known bad
+    values (``dt`` not finite and > 0, non-finite controls). ``check=True`` also validates the start with
+    :func:`check_state` (on the rod and slider constraints, finite) and, when they are traced, ``dt`` and the controls:
+    once per call, when the program runs (one ``lax.cond``; :func:`diffchain._model.chain.runtime_checks`), and the run
+    itself: a ``ValueError`` says when its final state is not finite or off the rods and sliders beyond a
+    tolerance that scales with the dtype (:mod:`diffchain._analysis.diagnosis`). ``check=False`` skips these (e.g. to
+    study the drift correction on purpose, or for a program without host callbacks; :func:`diffchain.diagnose` then
+    reports on the run without raising): from a start no motion can keep on the constraints, the PD drift correction
+    may drag the chain into a singular pose and the rollout diverge.
+
+    ``controls`` is a :class:`Control` whose leaves have a leading time axis (open loop), a policy
+    ``policy(state) -> Control`` (closed loop), or None (no input); give ``n_steps`` for the last two.
+    ``checkpoint=k`` recomputes the forward pass in segments of k steps during reverse-mode differentiation (memory
+    O(T/k + k) instead of O(T)). With the recursive solver, reverse mode stores only each step's state and KKT
+    solution (:func:`diffchain._solvers.recursive.kkt_solve`, :func:`diffchain._solvers.recursive.link_solve`) and
+    recomputes the elementwise terms around it. ``backend`` chooses how a batch runs under ``vmap``: None, the ``vmap``
+    of this program; ``PointMajor()``, the batched point-major program of :mod:`diffchain._xla.point_major` and its own
+    adjoint (chains of point masses; the same results to round-off).
+    """
+    check_arguments(solver, integrator, "rollout")
+    if not isinstance(state, State):
+        raise TypeError(f"rollout: state must be a diffchain.State, got {describe(state)}")
+    n_steps = check_n_steps(n_steps, "rollout")
+    if checkpoint is not None and (isinstance(checkpoint, bool) or not isinstance(checkpoint, (int, np.integer))
+                                   or checkpoint < 1):
+        raise ValueError(f"rollout: checkpoint must be None or an int >= 1 (steps per recomputed segment), got "
+                         f"{checkpoint!r}")
+    check_sizes(chain, state, controls, "rollout")
+    controls = check_controls(chain, controls, n_steps, "rollout")
+    _check_dtypes(chain, state, controls, "rollout")
+    pending = dt_checks(dt, "rollout", check)
+    pending += control_checks(controls, "rollout", check) if isinstance(controls, Control) else []
+    if check:  # one run-time check, tied to the start (small: no array of the inputs passes through it)
+        state = State(runtime_checks((state.x,), pending + state_checks(chain, state))[0], state.v, state.t)
+
+    def plain(chain, state, controls):
+        return _rollout(chain, state, controls, dt, n_steps, solver, integrator, checkpoint)
+
+    if backend is None:
+        final, traj = plain(chain, state, controls)
+    elif not isinstance(backend, Backend):
+        raise TypeError(f"rollout: backend must be None or a diffchain backend such as diffchain.PointMajor(), got "
+                        f"{describe(backend)}")
+    else:
+        final, traj = backend.rollout(plain, chain, state, controls, dt=dt, n_steps=n_steps, solver=solver,
+                                      integrator=integrator)
+    if check:  # the run itself: finite and on its constraints (diffchain._analysis.diagnosis): its final state
+        final, traj = check_run("rollout", chain, final, traj, REMEDY)
+    return final, traj
+
+
+def _rollout(chain, state, controls, dt, n_steps, solver, integrator, checkpoint):
+    def body(s, u):
+        if not isinstance(u, Control):
+            raise TypeError(f"rollout: the policy must return a diffchain.Control, got {describe(u)}")
+        check_sizes(chain, s, u, "rollout")  # (at trace time: a policy's control)
+        s = _step(chain, s, u, dt, solver, integrator)
+        return s, s
+
+    if isinstance(solver, Recursive):
+        # reverse mode keeps only the state and the KKT solutions of each step and recomputes the elementwise terms
+        # around them, instead of storing every intermediate (the sweeps are never recomputed: kkt_solve, link_solve)
+        body = jax.checkpoint(body, policy=jax.checkpoint_policies.save_only_these_names(KKT_SOLUTION),
+                              prevent_cse=False)
+    return _scan_rollout(chain, body, state, controls, n_steps, checkpoint, lambda s: s)
+
+
+def _scan_rollout(chain: Chain, body, init, controls, n_steps, checkpoint, to_state):
+    """``lax.scan`` of ``body(carry, control) -> (carry, output)`` over open-loop controls, a policy of the
+    :class:`State` ``to_state(carry)``, or None (zero input); optionally checkpointed in segments (see :func:`rollout`)."""
+    if controls is None:
+        controls = lambda s: Control(n=chain.n, dtype=s.x.dtype)  # noqa: E731
+    if callable(controls) and not isinstance(controls, Control):
+        if n_steps is None:
+            raise ValueError("rollout: a policy (or controls=None) needs n_steps")
+        policy, xs = controls, None
+    else:
+        policy, xs = None, controls
+        T = jax.tree_util.tree_leaves(controls)[0].shape[0]
+        if n_steps is not None and n_steps != T:
+            raise ValueError(f"rollout: n_steps={n_steps} but the controls have {T} steps")
+        n_steps = T
+
+    def closed(s, u):
+        return body(s, policy(to_state(s)) if policy is not None else u)
+
+    if checkpoint is None:
+        return jax.lax.scan(closed, init, xs, length=n_steps)
+    if n_steps % checkpoint:
+        raise ValueError(f"rollout: n_steps={n_steps} must be a multiple of checkpoint={checkpoint}")
+    seg = n_steps // checkpoint
+    xs_seg = None if xs is None else jax.tree_util.tree_map(lambda u: u.reshape(seg, checkpoint, *u.shape[1:]), xs)
+
+    @jax.checkpoint
+    def segment(s, us):
+        return jax.lax.scan(closed, s, us, length=checkpoint)
+
+    final, traj = jax.lax.scan(segment, init, xs_seg, length=seg)
+    return final, jax.tree_util.tree_map(lambda u: u.reshape(n_steps, *u.shape[2:]), traj)
+
+
+def constraint_violation(chain: Chain, state: State):
+    """Largest rod-length error |‖x_{i+1}-x_i‖ - l_i| and rod-stretch-rate |r_i^T (v_{i+1}-v_i)|, and the slider errors.
+    A rod between two guided points is switched off (their prescribed motion wins, seed §6.1) and not counted."""
+    _, rho, r = links(state.x)
+    on = chain.rod_on
+    length = jnp.max(jnp.where(on, jnp.abs(rho - chain.l), 0.0), initial=0.0)
+    rate = jnp.max(jnp.where(on, jnp.abs(jnp.sum(r * (state.v[1:] - state.v[:-1]), -1)), 0.0), initial=0.0)
+    on_line = chain.slider_mask
+    line = jnp.max(jnp.where(on_line, jnp.abs(jnp.sum(chain.s * state.x, -1) - chain.c), 0.0), initial=0.0)
+    line_rate = jnp.max(jnp.where(on_line, jnp.abs(jnp.sum(chain.s * state.v, -1)), 0.0), initial=0.0)
+    return jnp.maximum(length, line), jnp.maximum(rate, line_rate)
+
+
+def check_state(chain: Chain, state: State, tol: float = 1e-6) -> State:
+    """Raise if ``state`` is off the constraint manifold or not finite; returns the state so it can be threaded on.
+
+    Allowed: a rod-length or slider-line error of tol * max(l) + 8 eps max|x| and a stretch rate (or speed off a
+    slider line) of tol (1 + max|v|) + 8 eps max|v| (1 + max|x| / min(l)), with eps the machine epsilon of the
+    state's dtype: the terms in eps are the round-off of a state computed in that dtype (float32 positions far from
+    the origin carry errors far above 1e-6 of a short rod). Values known now raise a ValueError now; traced ones (under
+    ``jit``/``vmap``) when the program runs (:func:`diffchain._model.chain.runtime_checks`).
+    """
+    return State(runtime_checks((state.x,), state_checks(chain, state, tol))[0], state.v, state.t)
+
+
+def state_checks(chain: Chain, state: State, tol: float = 1e-6) -> list:
+    """The checks of :func:`check_state`, for :func:`diffchain._model.chain.runtime_checks`."""
+    if state.x.shape != (chain.n, 2):
+        raise ValueError(f"check_state: x must have shape (n, 2) = ({chain.n}, 2) for this chain, got {state.x.shape}")
+    pos, vel = constraint_violation(chain, state)
+    eps = float(jnp.finfo(jnp.result_type(state.x, chain.m)).eps)
+    size = jnp.max(jnp.abs(state.x), initial=0.0)
+    speed = jnp.max(jnp.abs(state.v), initial=0.0)
+    if chain.n > 1:
+        longest, shortest = jnp.max(chain.l), jnp.min(chain.l)
+    else:  # a lone point: absolute tolerances
+        longest = shortest = 1.0
+    pos_tol = tol * longest + 8 * eps * size
+    vel_tol = tol * (1.0 + speed) + 8 * eps * speed * (1.0 + size / shortest)
+    return [
+        (~jnp.all(jnp.isfinite(state.x)) | ~jnp.all(jnp.isfinite(state.v)),
+         "check_state: the state must be finite, but x or v holds NaN or inf: max|x|, max|v| are",
+         jnp.stack([size, speed])),
+        (pos > pos_tol, "check_state: the state is off the constraint manifold (a rod length or a slider line is "
+         "violated beyond tol): the largest error and the allowed one are", jnp.stack([pos, pos_tol])),
+        (vel > vel_tol, "check_state: the velocities violate the constraints (a rod stretches or a slider leaves its "
+         "line beyond tol): the largest rate and the allowed one are", jnp.stack([vel, vel_tol]))]

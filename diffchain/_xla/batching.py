@@ -1,0 +1,319 @@
+"""How diffchain's programs treat one chain and a batch differently (``jax.custom_batching.custom_vmap``).
+
+One chain and a ``vmap``-ed batch of chains want different programs on XLA CPU: written-out sweeps are fast on one
+chain and slow under ``vmap`` (:func:`one_chain_form`); a ``lax.cond`` skips work on one chain but under ``vmap``
+becomes a select that always computes both branches (:func:`rare_cond`, :func:`unless_done`, :func:`scan_until`,
+:func:`any_in_batch`).
+"""
+from __future__ import annotations
+
+import jax
+import jax.extend
+import jax.numpy as jnp
+import numpy as np
+from jax.interpreters import ad, batching, mlir
+
+
+def _batched_rule(one, batched):
+    """``custom_vmap(one)`` with the rule ``batched(axis_size, in_batched, *args)``, whose outputs are batch first."""
+    f = jax.custom_batching.custom_vmap(one)
+
+    @f.def_vmap
+    def rule(axis_size, in_batched, *args):
+        out = batched(axis_size, in_batched, *args)
+        return out, jax.tree.map(lambda _: True, out)
+
+    return f
+
+
+def batch_form(one, batched, derivative, reverse=None):
+    """A function that is ``one`` when evaluated on one chain, ``batched(axis_size, in_batched, *args)`` under
+    ``vmap`` (a ``custom_vmap`` rule returning batch-first outputs) and ``derivative`` in every derivative
+    (``custom_vmap`` has no reverse-mode rule): three programs for the same arithmetic.
+
+    With ``reverse = (one_res, batched_res, one_vjp, batched_vjp)``, reverse mode has a batched program too: the
+    outputs come with residuals, ``one_res(*args)`` or ``batched_res(axis_size, in_batched, *args)`` -> (outputs, res),
+    and the tangents are the ``jvp`` of ``derivative`` (forward mode is unchanged) but through a linear map
+    (:func:`linear_map`) whose transpose is ``one_vjp(args, res, cts, wanted)`` per chain and
+    ``batched_vjp(axis_size, in_batched, args, res, cts, wanted)`` under ``vmap``, both giving the cotangents of the
+    inexact leaves of ``args`` (flat; batch first under ``vmap``, for every element even of a shared argument);
+    ``cts`` is the list of the outputs' leaves' cotangents, None where zero, and ``wanted`` a tuple of bools, one per
+    inexact leaf: whether reverse mode asks for its cotangent (the others may be None)."""
+    f = _batched_rule(one, batched)
+    g = jax.custom_jvp(f)
+    if reverse is None:
+        g.defjvp(lambda primals, tangents: jax.jvp(derivative, primals, tangents))
+        return g
+    one_res, batched_res, one_vjp, batched_vjp = reverse
+    f_res = _batched_rule(one_res, batched_res)
+
+    def vjp(args, res, cts, wanted):
+        f = jax.custom_batching.custom_vmap(lambda args, res, cts: [
+            c if w else None for c, w in zip(one_vjp(args, res, cts, wanted), wanted)])
+
+        @f.def_vmap
+        def rule(axis_size, in_batched, args, res, cts):
+            batch = lambda v, b: v if b or v is None else jnp.broadcast_to(v, (axis_size,) + jnp.shape(v))  # noqa: E731
+            res, cts = jax.tree.map(batch, res, in_batched[1]), [batch(c, b) for c, b in zip(cts, in_batched[2])]
+            out = batched_vjp(axis_size, in_batched[0], args, res, cts, wanted)
+            return out, [None if o is None else True for o in out]
+
+        return f(args, res, cts)
+
+    @g.defjvp
+    def jvp(primals, tangents):
+        out, res = f_res(*primals)
+        leaves, tree = jax.tree.flatten(primals)
+        res_leaves, res_tree = jax.tree.flatten(res)
+        diff = [jnp.issubdtype(jnp.result_type(p), jnp.inexact) for p in leaves]
+        t_leaves = [t for t, d in zip(tree.flatten_up_to(tangents), diff) if d]
+
+        def tangent(args, lin):  # the jvp of ``derivative``, the non-float arguments' tangents float0
+            it, args = iter(lin), args[:len(leaves)]
+            tan = [next(it) if d else np.zeros(jnp.shape(p), jax.dtypes.float0) for p, d in zip(args, diff)]
+            return jax.tree.leaves(jax.jvp(derivative, tuple(jax.tree.unflatten(tree, args)),
+                                           tuple(jax.tree.unflatten(tree, tan)))[1])
+
+        def transpose(args, cts, wanted):
+            return list(vjp(tuple(jax.tree.unflatten(tree, args[:len(leaves)])),
+                            jax.tree.unflatten(res_tree, args[len(leaves):]), cts, wanted))
+
+        t_out = linear_map(tangent, transpose, leaves + res_leaves, t_leaves,
+                           [jax.core.ShapedArray(jnp.shape(o), jnp.result_type(o)) for o in jax.tree.leaves(out)])
+        return out, jax.tree.unflatten(jax.tree.structure(out), t_out)
+
+    return g
+
+
+# A linear map with its own transpose (what jax.custom_transpose was): reverse mode reaches a batched program
+# through it, while forward mode keeps a derivative's jvp.
+_linear_p = jax.extend.core.Primitive("diffchain_linear_map")
+_linear_p.multiple_results = True
+
+
+def linear_map(apply, transpose, args, lin, out_avals):
+    """``apply(args, lin)``, linear in the arrays ``lin``, whose transpose is ``transpose(args, cts, wanted)``
+    (cotangents of ``lin`` for the outputs' cotangents ``cts``, None where zero; ``wanted``, a bool per ``lin``,
+    says which of them reverse mode asks for: the others may be None). Under ``vmap`` both are ``vmap``-ed; the
+    cotangents of a ``lin`` shared by the batch are summed over it. Its jvp in ``args`` is the jvp of ``apply``."""
+    return _linear_p.bind(*args, *lin, apply=apply, transpose=transpose, n_args=len(args),
+                          out_avals=tuple(out_avals))
+
+
+def _linear_impl(*operands, apply, transpose, n_args, out_avals):
+    return apply(list(operands[:n_args]), list(operands[n_args:]))
+
+
+def _linear_transpose(cts, *operands, apply, transpose, n_args, out_avals):
+    cts = [None if type(ct) is ad.Zero else ct for ct in cts]
+    wanted = tuple(ad.is_undefined_primal(x) for x in operands[n_args:])  # a known tangent (e.g. a zero) wants none
+    out = transpose(list(operands[:n_args]), cts, wanted)
+    return [None] * n_args + [o if w else None for o, w in zip(out, wanted)]
+
+
+def _linear_jvp(primals, tangents, *, apply, transpose, n_args, out_avals):
+    args, lin = list(primals[:n_args]), list(primals[n_args:])
+    out = linear_map(apply, transpose, args, lin, out_avals)
+    d_args = [ad.instantiate_zeros(t) for t in tangents[:n_args]]
+    d_lin = [ad.instantiate_zeros(t) for t in tangents[n_args:]]
+    t_out = linear_map(apply, transpose, args, d_lin, out_avals)
+    t_args = jax.jvp(lambda *a: apply(list(a), lin), tuple(args), tuple(d_args))[1]
+    return out, [a + b for a, b in zip(t_out, t_args)]
+
+
+def _linear_batch(operands, dims, *, apply, transpose, n_args, out_avals):
+    size = next(o.shape[d] for o, d in zip(operands, dims) if d is not None)
+    operands = [o if d is None else jnp.moveaxis(o, d, 0) for o, d in zip(operands, dims)]
+    axes = [None if d is None else 0 for d in dims]
+    a_axes, l_axes = axes[:n_args], axes[n_args:]
+
+    def apply_b(args, lin):
+        return jax.vmap(apply, in_axes=(a_axes, l_axes), axis_size=size)(args, lin)
+
+    def transpose_b(args, cts, wanted):
+        out = jax.vmap(lambda a, c: transpose(a, c, wanted), in_axes=(a_axes, 0), axis_size=size)(args, cts)
+        return [o if ax == 0 or o is None else jnp.sum(o, 0) for o, ax in zip(out, l_axes)]
+
+    out_b = [jax.core.ShapedArray((size,) + a.shape, a.dtype) for a in out_avals]
+    return linear_map(apply_b, transpose_b, operands[:n_args], operands[n_args:], out_b), [0] * len(out_b)
+
+
+_linear_p.def_impl(_linear_impl)
+_linear_p.def_abstract_eval(lambda *avals, out_avals, **_: list(out_avals))
+mlir.register_lowering(_linear_p, mlir.lower_fun(_linear_impl, multiple_results=True))
+ad.primitive_transposes[_linear_p] = _linear_transpose
+ad.primitive_jvps[_linear_p] = _linear_jvp
+batching.primitive_batchers[_linear_p] = _linear_batch
+
+
+def one_chain_form(unrolled, general):
+    """``unrolled`` when evaluated on one chain; ``general`` (the same arithmetic with scans) under ``vmap``, where
+    unrolling costs more than it saves, and in every derivative (:func:`batch_form`)."""
+
+    def batched(axis_size, in_batched, *args):
+        in_axes = jax.tree.map(lambda b: 0 if b else None, tuple(in_batched))
+        return jax.vmap(general, in_axes=in_axes, axis_size=axis_size)(*args)
+
+    return batch_form(unrolled, batched, general)
+
+
+def _explicit(f, operand):
+    """``f`` as g(consts, operand): its closed-over values (chain, control, ...: tracers of any dtype) become the
+    explicit argument ``consts``, so that a batching rule sees which of them are batched."""
+    closed, shape = jax.make_jaxpr(f, return_shape=True)(operand)
+    out_tree = jax.tree.structure(shape)
+
+    def g(consts, x):
+        return jax.tree.unflatten(out_tree, jax.core.eval_jaxpr(closed.jaxpr, consts, *jax.tree.leaves(x)))
+
+    return g, closed.consts
+
+
+def sparse_size(axis_size):
+    """How many elements of a batch of ``axis_size`` the rare branch of :func:`rare_cond` gathers: 1/16 of the batch,
+    at least 8 (a batch of up to 16 takes the dense form)."""
+    return max(8, axis_size // 16)
+
+
+def rare_cond(pred, rare, common, operand, gather=False, one_chain=None):
+    """``lax.cond(pred, rare, common, operand)`` for a branch ``rare`` that few elements of a batch take.
+
+    On one chain it is that cond. Under ``vmap``, where the cond would become a select that computes both branches
+    for every element, ``common`` runs for the whole batch and ``rare`` only where ``pred``: not at all when no element
+    takes it; with ``gather``, on the (at most :func:`sparse_size`) elements that take it, gathered into a small batch
+    and scattered back, when few do; otherwise for the whole batch (kept where ``pred``). Each element's result is
+    what the cond gives it. The gathered form is a second copy of ``rare`` in the program: nested ``gather``s multiply
+    the compile time. Derivatives (``custom_vmap`` has no reverse-mode rule) take the cond as a select of both
+    branches whose rare branch sees its operands through ``stop_gradient`` where it is not taken (what JAX does to a
+    cond on a batched predicate, here on the primal values, so that ``grad`` of a ``vmap`` has no ``stop_gradient`` of
+    a tangent to transpose: jax-ml/jax#22011), inside a cond on :func:`any_in_batch`: under ``vmap`` the rare branch
+    and its transpose are skipped for the whole batch when no element takes it. ``one_chain(operand)``, if
+    given, replaces the cond on one element outside derivatives (it must give the same, e.g. with a ``lax.while_loop``:
+    :func:`scan_until`)."""
+    g1, k1 = _explicit(rare, operand)
+    g0, k0 = _explicit(common, operand)
+    g2, k2 = _explicit(one_chain, operand) if one_chain is not None else (None, [])
+
+    def plain(pred, k1, k0, k2, x):
+        return jax.lax.cond(pred, lambda x: g1(k1, x), lambda x: g0(k0, x), x)
+
+    def derivative(pred, k1, k0, k2, x):  # a select, skipped for the whole batch when no element takes ``rare``
+        outer, inner = any_in_batch(pred)
+
+        def select(x):  # the cond written as a select of both branches (on one element ``inner`` is a constant)
+            k1_, x_ = jax.tree.map(lambda v: jnp.where(inner, v, jax.lax.stop_gradient(v)), (k1, x))
+            return jax.tree.map(lambda a, b: jnp.where(inner, a, b), g1(k1_, x_), g0(k0, x))
+
+        return jax.lax.cond(outer, select, lambda x: g0(k0, x), x)
+
+    def primal(pred, k1, k0, k2, x):
+        return plain(pred, k1, k0, k2, x) if g2 is None else g2(k2, x)
+
+    def batched(axis_size, in_batched, pred, k1, k0, k2, x):
+        b_pred, b_k1, b_k0, _, b_x = in_batched
+        x = jax.tree.map(lambda v, b: v if b else jnp.broadcast_to(v, (axis_size,) + v.shape), x, b_x)
+        pred = pred if b_pred else jnp.broadcast_to(pred, (axis_size,))
+        axes = lambda bs: [0 if b else None for b in bs]  # noqa: E731
+        on_all = lambda g, k, bk: lambda x: jax.vmap(g, in_axes=(axes(bk), 0), axis_size=axis_size)(k, x)  # noqa: E731
+        common_all = on_all(g0, k0, b_k0)
+
+        def keep(p, new, old):
+            return jax.tree.map(lambda n, o: jnp.where(p.reshape((-1,) + (1,) * (o.ndim - 1)), n, o), new, old)
+
+        def dense(x):
+            return keep(pred, on_all(g1, k1, b_k1)(x), common_all(x))
+
+        size = sparse_size(axis_size)
+
+        def sparse(x):
+            idx = jnp.nonzero(pred, size=size, fill_value=axis_size)[0]  # the fill index is out of range: dropped
+            take = jnp.minimum(idx, axis_size - 1)
+            k1_sub = [v[take] if b else v for v, b in zip(k1, b_k1)]
+            sub = jax.vmap(g1, in_axes=(axes(b_k1), 0), axis_size=size)(k1_sub, jax.tree.map(lambda v: v[take], x))
+            return jax.tree.map(lambda o, n: o.at[idx].set(n, mode="drop"), common_all(x), sub)
+
+        count = jnp.sum(pred)
+        if size >= axis_size or not gather:
+            out = jax.lax.cond(count == 0, common_all, dense, x)
+        else:
+            branch = jnp.where(count == 0, 0, jnp.where(count <= size, 1, 2))
+            out = jax.lax.switch(branch, [common_all, sparse, dense], x)
+        return out, jax.tree.map(lambda _: True, out)
+
+    h = jax.custom_batching.custom_vmap(primal)
+    h.def_vmap(batched)
+    h = jax.custom_jvp(h)
+    h.defjvp(lambda primals, tangents: jax.jvp(derivative, primals, tangents))
+    return h(pred, k1, k0, k2, operand)
+
+
+def one_chain_or(one, general, operand):
+    """``one(operand)`` on one chain outside derivatives; ``general(operand)`` (which must give the same) under
+    ``vmap`` and in every derivative. For a program that is faster on one chain in a form that would be slower
+    batched, or whose derivative would be larger: e.g. a ``lax.cond`` that skips work, where the general form
+    selects. Closed-over values may be batched and differentiated (:func:`_explicit`, as :func:`rare_cond`)."""
+    g1, k1 = _explicit(one, operand)
+    g0, k0 = _explicit(general, operand)
+    return outside_derivatives(lambda k1, k0, x: g1(k1, x), lambda k1, k0, x: g0(k0, x), k1, k0, operand)
+
+
+def outside_derivatives(one, general, *args):
+    """:func:`one_chain_or` for functions of explicit arguments only (pytrees of arrays, no closed-over tracers):
+    ``general`` is traced only where it runs (under ``vmap`` or in a derivative), not also beside ``one``."""
+    h = jax.custom_batching.custom_vmap(one)
+
+    @h.def_vmap
+    def batched(axis_size, in_batched, *a):
+        axes = tuple(jax.tree.map(lambda b: 0 if b else None, b) for b in in_batched)
+        out = jax.vmap(general, in_axes=axes, axis_size=axis_size)(*a)
+        return out, jax.tree.map(lambda _: True, out)
+
+    h = jax.custom_jvp(h)
+    h.defjvp(lambda primals, tangents: jax.jvp(general, primals, tangents))
+    return h(*args)
+
+
+@jax.custom_batching.custom_vmap
+def any_in_batch(pred):
+    """(whether any element's ``pred`` is true, whose ``pred`` is true): on one element (``pred``, True); under
+    ``vmap`` (any over the batch, unbatched; ``pred``). A cond on the first stays a cond under ``vmap`` (on a batched
+    predicate it would become a select that runs both branches); on one element a cond on the second is a cond on a
+    constant. No derivative rule is needed: bools have none."""
+    return pred, jnp.ones((), bool)
+
+
+@any_in_batch.def_vmap
+def _any_in_batch(axis_size, in_batched, pred):
+    if not in_batched[0]:
+        return (pred, jnp.ones((), bool)), (False, False)
+    return (jnp.any(pred), pred), (False, True)
+
+
+def unless_done(f, done, c):
+    """``lax.cond(done, identity, f, c)``: :func:`rare_cond` with the identity as the common branch. Under ``vmap``
+    ``f`` runs only while some element is not done."""
+    return rare_cond(~done, f, lambda c: c, c)
+
+
+def scan_until(body, c, xs, done):
+    """The carry after ``c = body(c, x)`` for the x of ``xs`` in turn, where the steps after ``done(c)`` leave ``c``
+    as it is (``done`` must stay true once true). One chain: a ``lax.while_loop`` that stops when done. Derivatives: a
+    ``lax.scan`` whose steps are skipped by a cond once done, and recomputed in the reverse pass (``jax.checkpoint``).
+    Under ``vmap``: the steps run only while some element is not done, and only on those when they are few
+    (:func:`rare_cond`)."""
+    n = jax.tree.leaves(xs)[0].shape[0]
+
+    @jax.checkpoint  # in reverse mode each step stores its carry, not the many intermediates of an event slot
+    def step(c, x):
+        return unless_done(lambda c: body(c, x), done(c), c), None
+
+    def loop(c):
+        def go(ic):
+            return (ic[0] < n) & ~done(ic[1])
+
+        def next_step(ic):
+            return ic[0] + 1, body(ic[1], jax.tree.map(lambda v: v[ic[0]], xs))
+
+        return jax.lax.while_loop(go, next_step, (0, c))[1]
+
+    return rare_cond(~done(c), lambda c: jax.lax.scan(step, c, xs)[0], lambda c: c, c, gather=True, one_chain=loop)
