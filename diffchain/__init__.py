@@ -3,7 +3,10 @@ from ._xla.flags import set_xla_cpu_flags, xla_cpu_flags
 from ._model.chain import Chain, Control, State, cart_chain, free_chain, pendulum
 from ._model.geometry import (from_joint_angles, joint_accelerations, joint_angles, joint_velocities, link_angles)
 from ._model.forces import energy
-from ._solvers.base import KKT, Recursive, Solver, forward_dynamics
+from ._solvers.base import Solver
+from ._solvers.dense import KKT, Larin, NullSpace, RangeSpace
+from ._solvers.forward import forward_dynamics
+from ._solvers.recursive_solver import Recursive
 from ._simulate.integrators import RK4, Integrator, SeedQuantum, SemiImplicitEuler
 from ._simulate.projection import RATTLE, Projected, project
 from ._simulate.rollout import Backend, check_state, constraint_violation, rollout, step
@@ -11,38 +14,37 @@ from ._xla.point_major_backend import PointMajor
 from ._xla.sharding import shard
 from ._analysis.sensitivity import da_dF, dalpha_dtau
 from ._model.mechanism import Mechanism, MechanismBuilder
-from ._solvers.mechanism import (Larin, NullSpace, RangeSpace, constraint_terms, lagrange_terms, mechanism_dynamics,
-                                 reactions)
+from ._solvers.mechanism import constraint_terms, lagrange_terms, mechanism_dynamics, reactions
 from ._analysis.kinematics import (accelerations as acceleration_analysis, assemble, kinematic_analysis,
                          velocities as velocity_analysis)
 from ._simulate.mechanism import (actuator_forces, loop_closure_dynamics, loop_closure_terms,
                                   mechanism_inverse_dynamics, mechanism_rollout)
 from ._solvers.closed_chain import closed_chain_dynamics
-from ._solvers.held import ActiveKKT, ActiveRecursive, active_dynamics_kkt, active_dynamics_recursive
 from ._events.state import EventState, Events, StepReport, check_event_state
 from ._events.quantum import event_step
 from ._events.rollout import event_rollout
 from ._analysis.diagnosis import Report, diagnose
 
 __all__ = [
-    # the chain, its state and inputs (model.py, geometry.py, forces.py)
+    # the chain, its state and inputs
     "Chain", "Control", "State", "cart_chain", "free_chain", "pendulum", "from_joint_angles", "joint_accelerations",
     "joint_angles", "joint_velocities", "link_angles", "energy",
-    # forward dynamics, integration, sensitivities
-    "KKT", "Recursive", "Solver", "forward_dynamics", "RK4", "Integrator", "SeedQuantum", "SemiImplicitEuler",
+    # forward dynamics: one solver interface, every solver on every model it applies to (seeds 000-004)
+    "Solver", "Recursive", "KKT", "RangeSpace", "NullSpace", "Larin", "forward_dynamics",
+    # integration, sensitivities
+    "RK4", "Integrator", "SeedQuantum", "SemiImplicitEuler",
     "check_state", "constraint_violation", "rollout", "step", "da_dF", "dalpha_dtau", "Backend", "PointMajor",
     "Projected", "RATTLE", "project",
-    # batching: a batch spread over several devices (sharding.py)
+    # batching: a batch spread over several devices
     "shard",
     # closed loops and mechanisms (seeds 001-004)
-    "Mechanism", "MechanismBuilder", "Larin", "NullSpace", "RangeSpace", "constraint_terms", "lagrange_terms",
+    "Mechanism", "MechanismBuilder", "constraint_terms", "lagrange_terms",
     "mechanism_dynamics", "reactions", "acceleration_analysis", "assemble", "kinematic_analysis", "velocity_analysis",
     "actuator_forces", "loop_closure_dynamics", "loop_closure_terms", "mechanism_inverse_dynamics",
     "mechanism_rollout", "closed_chain_dynamics",
-    # active joints, contacts, limits (seed 000 Part II, §7, §12)
-    "ActiveKKT", "ActiveRecursive", "active_dynamics_kkt", "active_dynamics_recursive", "EventState", "Events",
-    "StepReport", "check_event_state", "event_rollout", "event_step",
-    # whether a run can be trusted: finite, on its constraints, singular passages, exhausted budgets (diagnosis.py)
+    # contacts, limits and held joints (seed 000 Part II, §7, §12)
+    "EventState", "Events", "StepReport", "check_event_state", "event_rollout", "event_step",
+    # whether a run can be trusted: finite, on its constraints, singular passages, exhausted budgets
     "Report", "diagnose",
     # opt-in process settings
     "set_xla_cpu_flags", "xla_cpu_flags",

@@ -13,7 +13,8 @@ from hypothesis import given, strategies as st
 
 import diffchain as dc
 from diffchain._model import forces as _forces, geometry, inertia as _inertia
-from diffchain._solvers import base as _base, held as act, recursive_held
+from diffchain._constraints import chain as _constraints, held as held_rows
+from diffchain._solvers import recursive_held, recursive_solver as act
 from diffchain._xla import loops, small_chain
 from strategies import random_problem
 
@@ -22,7 +23,7 @@ SIZES = (1, 3, 5, 7, 13)  # a small menu of n bounds the number of jit compilati
 NO_STAB = float("inf")  # stab = inf is "no PD correction" (1/stab = 0) without retracing for stab = None
 
 rec = jax.jit(lambda c, s, u, on, al, tb, stab: act.active_dynamics_recursive(c, s, u, on, al, tb, stab))
-kkt = jax.jit(lambda c, s, u, on, al, tb, stab: act.active_dynamics_kkt(c, s, u, on, al, tb, stab))
+kkt = jax.jit(lambda c, s, u, on, al, tb, stab: dc.KKT().held(c, s, u, on, al, tb, stab))
 plain = jax.jit(lambda c, s, u: dc.Recursive()(c, s, u))
 
 
@@ -52,9 +53,9 @@ def choose_active(chain, state, control, rng, p=0.5, rtol=1e-4, candidates=None)
     active = np.zeros(n, bool)
     if n == 1:
         return active
-    J, _, on = _base.constraint_jacobian(chain, state, control.a_w)
+    J, _, on = _constraints.constraint_jacobian(chain, state, control.a_w)
     rows = np.asarray(J)[np.asarray(on)]
-    G = np.asarray(act.joint_rows(state.x)).reshape(n, 2 * n)
+    G = np.asarray(held_rows.joint_rows(state.x)).reshape(n, 2 * n)
     pick = rng.uniform(size=n) < p if candidates is None else np.asarray(candidates)
     for i in rng.permutation(np.flatnonzero(pick)):
         new = np.vstack([rows, G[i] / np.linalg.norm(G[i])])
@@ -65,10 +66,10 @@ def choose_active(chain, state, control, rng, p=0.5, rtol=1e-4, candidates=None)
 
 
 def kkt_condition(chain, state, control, active):
-    """2-norm condition number of the KKT matrix of :func:`diffchain._solvers.held.active_dynamics_kkt` (numpy)."""
+    """2-norm condition number of the KKT matrix of :func:`diffchain.KKT.held` (numpy)."""
     n = chain.n
-    J, _, on = _base.constraint_jacobian(chain, state, control.a_w)
-    G = np.asarray(act.joint_rows(state.x)).reshape(n, 2 * n)
+    J, _, on = _constraints.constraint_jacobian(chain, state, control.a_w)
+    G = np.asarray(held_rows.joint_rows(state.x)).reshape(n, 2 * n)
     J = np.vstack([np.asarray(J), G * active[:, None]])
     on = np.concatenate([np.asarray(on), active])
     M = np.asarray(_inertia.mass_matrix(chain))
@@ -183,7 +184,7 @@ one_joint = jax.jit(lambda c, s, u, on, al, tb, stab, j: act.one_joint_dynamics(
 
 @given(random_problem(sizes=SIZES), st.integers(0, 2**31), st.sampled_from([NO_STAB, 0.05]), st.booleans())
 def test_one_joint_by_superposition(problem, seed, stab, off_manifold):
-    """One joint held alone by two Part I solves (:func:`diffchain._solvers.held.one_joint_dynamics`: what one long chain's
+    """One joint held alone by two Part I solves (:func:`diffchain._solvers.recursive_solver.one_joint_dynamics`: what one long chain's
     event quanta take) == KKT and == the Part II recursion."""
     check_one_joint(problem, seed, stab, off_manifold, one_joint, (kkt, rec))
 
@@ -191,7 +192,7 @@ def test_one_joint_by_superposition(problem, seed, stab, off_manifold):
 @pytest.mark.parametrize("n,k", [(5, 3), (13, 3)])
 def test_one_joint_that_cannot_turn(n, k):
     """Seed §12.2: joint 2 held between the guided points 1 and 3 cannot turn; the superposition then takes
-    tau^w = 0 (:func:`diffchain._solvers.held.root_torque`'s rule) and gives the accelerations of Part I, which equal
+    tau^w = 0 (:func:`diffchain._solvers.recursive_held.root_torque`'s rule) and gives the accelerations of Part I, which equal
     the recursion's and KKT's without the redundant row."""
     chain, state, control, _, alpha_w = stiff_problem(n, k, seed=n * 10 + k, tail_active=False)
     active = np.arange(n) == 1
@@ -234,13 +235,13 @@ def _gradient_of(solver):
     return gradient
 
 
-grad_rec_all, grad_kkt_all = _gradient_of(act.active_dynamics_recursive), _gradient_of(act.active_dynamics_kkt)
+grad_rec_all, grad_kkt_all = _gradient_of(act.active_dynamics_recursive), _gradient_of(dc.KKT().held)
 
 
 @pytest.mark.slow
 @given(random_problem(sizes=SIZES), st.integers(0, 2**31), st.sampled_from([NO_STAB, 0.05]), st.booleans())
 def test_recursion_gradients_equal_kkt_gradients(problem, seed, stab, off_manifold):
-    """The Part II recursion's implicit derivatives (:func:`diffchain._solvers.held.active_solve`: one more recursion with
+    """The Part II recursion's implicit derivatives (:func:`diffchain._solvers.recursive_solver.active_solve`: one more recursion with
     the cotangent, the sweeps never differentiated) == reverse mode through the dense KKT solve, with respect to
     positions, velocities, alpha^w, masses and control torques, on random chains and active sets."""
     chain, state, control, desc = problem
@@ -437,19 +438,19 @@ def test_rigid_links_kkt_and_solver_objects():
     control = dc.Control(tau=rng.normal(size=n))
     active = np.array([True, False, True, False, True])
     alpha_w = np.array([0.3, 0.0, -0.2, 0.0, 0.4])
-    a, _, tau = jax.jit(act.ActiveKKT())(chain, state, control, active, alpha_w)
+    a, _, tau = jax.jit(dc.KKT().held)(chain, state, control, active, alpha_w)
     a_plain, _ = jax.jit(dc.KKT())(chain, state, dc.Control(control.tau + tau))
     assert _rel(a_plain, a) <= 1e-10
     alpha = np.asarray(dc.joint_accelerations(state, a))
     assert np.allclose(alpha[active], alpha_w[active], atol=1e-10)
     with pytest.raises(NotImplementedError, match="rigid links"):
-        act.ActiveRecursive()(chain, state, control, active, alpha_w)
+        dc.Recursive().held(chain, state, control, active, alpha_w)
     point_chain = dc.pendulum(n - 1)
     out1 = rec(point_chain, state, control, active, alpha_w, np.zeros(n), NO_STAB)
-    out2 = jax.jit(act.ActiveRecursive())(point_chain, state, control, active, alpha_w)
+    out2 = jax.jit(dc.Recursive().held)(point_chain, state, control, active, alpha_w)
     assert all(np.allclose(u, v, rtol=1e-13, atol=1e-13) for u, v in zip(out1, out2))
     with pytest.raises(ValueError, match="one flag per joint"):
-        act.active_dynamics_kkt(point_chain, state, control, active[:3], np.zeros(n))
+        dc.KKT().held(point_chain, state, control, active[:3], np.zeros(n))
 
 
 @given(random_problem(sizes=(3, 5), pose="random"), st.integers(0, 2**31))
@@ -478,7 +479,7 @@ def coefficient_groups(chain, state, control, active, alpha_w):
     rx, ry, e = rod_terms_c(chain, X, Y, U, V)
     P11, P12, P22, a0x, a0y = point_projector_c(chain, X, Y, U, V, control.a_w)
     L = geometry.link_L(state.x)
-    alpha = act.active_terms(chain, state, alpha_w)
+    alpha = held_rows.active_terms(chain, state, alpha_w)
     pad = lambda x: jnp.concatenate([x, jnp.zeros((1,), x.dtype)])  # noqa: E731
     Fe = _forces.external_forces(chain, state, control)
     (A, bw, _, p, qw, _), _, _, _ = recursive_held.active_backward(

@@ -18,7 +18,7 @@ import pytest
 import diffchain as dc
 from diffchain._xla.batching import sparse_size
 from diffchain._events import detection, dynamics, quantum as ev
-from diffchain._solvers.held import joint_rows
+from diffchain._constraints.held import joint_rows
 from diffchain._xla.small_chain import SMALL_MAX
 
 DT = 1e-3
@@ -43,7 +43,7 @@ def drop():
                                                      solver=solver), static_argnums=1)
     reduced = jax.config.read("jax_disable_most_optimizations")  # the full_opt tests compare bit for bit with this run
     jax.config.update("jax_disable_most_optimizations", False)
-    out = run(state, dc.ActiveRecursive())
+    out = run(state, dc.Recursive())
     jax.config.update("jax_disable_most_optimizations", reduced)
     return chain, events, state, out, run
 
@@ -134,7 +134,7 @@ def _random_contacts(chain, rng, n_stuck, n_held):
     return state, stuck, held
 
 
-@pytest.mark.parametrize("solver", [dc.ActiveRecursive(), dc.ActiveKKT()], ids=["recursive", "kkt"])
+@pytest.mark.parametrize("solver", [dc.Recursive(), dc.KKT()], ids=["recursive", "kkt"])
 def test_impulse_is_the_mass_metric_projection(solver):
     """Seed §7 Z1–Z3 with the same solver = the inelastic impulse: v' is the M-orthogonal projection of v onto the
     velocities the constraints allow, so stuck points stop, held joints stop rotating, rods keep their length and the
@@ -166,7 +166,7 @@ def test_long_chain_solver_call_equals_kkt():
     events = dc.Events(chain.n, ground=0.0, theta_min=-2.0, theta_max=2.0)
     calls = [jax.jit(lambda es, impulse, solver=solver: dynamics.constrained_dynamics(
         chain, events, es, es.x, es.v, es.t, dc.Control(n=chain.n), 5 * DT, impulse, solver))
-        for solver in (dc.ActiveRecursive(), dc.ActiveKKT())]
+        for solver in (dc.Recursive(), dc.KKT())]
     for trial in range(4):
         state, stuck, held = _random_contacts(chain, rng, 1 + trial % 2, 1 + trial // 2)
         es = dc.EventState(state, stuck=stuck, held=held, side=np.where(held, 1.0, 0.0))
@@ -227,7 +227,7 @@ def test_recursive_and_kkt_event_rollouts_agree(drop):
     """Same events, same times, same trajectory (to round-off) with either solver, through every impact, limit hit,
     release and scuff of the drop: the decisions are taken with margins above round-off."""
     chain, _, state, (_, (traj, rep)), run = drop
-    _, (traj_k, rep_k) = run(state, dc.ActiveKKT())
+    _, (traj_k, rep_k) = run(state, dc.KKT())
     np.testing.assert_array_equal(rep.impacts, rep_k.impacts)
     np.testing.assert_array_equal(rep.limit_hits, rep_k.limit_hits)
     np.testing.assert_allclose(traj.state.x, traj_k.state.x, atol=1e-10)
@@ -262,7 +262,7 @@ def test_quiet_trial_gives_what_the_first_slot_gives(drop, monkeypatch):
     # where the quiet trial applies: a quantum whose first slot is a cache hit and finishes it (one slot, no release)
     starts = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b[:-1]]), dc.EventState(state), traj)
     quiet = jax.jit(jax.vmap(lambda e: quiet_trial(chain, events, e, e.a, dc.Control(n=chain.n), jnp.asarray(DT),
-                                                   5 * DT, dc.ActiveRecursive())[-1] & e.fresh))(starts)
+                                                   5 * DT, dc.Recursive())[-1] & e.fresh))(starts)
     quiet = np.asarray(quiet)
     busy = (np.asarray(rep.slots) > 1) | np.any(np.asarray(rep.releases) | np.asarray(rep.limit_releases), -1)
     assert quiet.mean() > 0.9 and not np.any(quiet & busy)

@@ -10,7 +10,7 @@ import numpy as np
 import diffchain as dc
 from diffchain._analysis import kinematics as kin
 from diffchain._simulate import mechanism as mechsim
-from diffchain._solvers import mechanism as ms
+from diffchain._solvers import dense, mechanism as ms
 from diffchain._model.mechanism import MechanismBuilder
 from test_mechanism_loops import I, L1, L4, c2, c3, e, gamma_fn, kinetic, l1, l2, loop, m, potential
 
@@ -46,8 +46,8 @@ def build(q):
 
 @eqx.filter_jit
 def mech_all(mech, state, tau):
-    res = [ms.mechanism_dynamics(mech, state, tau, solver=sv) for sv in (ms.KKT(), ms.RangeSpace(), ms.NullSpace(),
-                                                                         ms.Larin())]
+    res = [ms.mechanism_dynamics(mech, state, tau, solver=sv) for sv in (dc.KKT(), dc.RangeSpace(), dc.NullSpace(),
+                                                                         dc.Larin())]
     return res, ms.reactions(mech, state, res[0][1])["j5"]
 
 
@@ -60,7 +60,7 @@ def joint_space(y, yd, tau):
     x, v = jax.jvp(points, (q,), (qd,))
     a = jax.jvp(points, (q,), (qdd,))[1] + jax.jvp(lambda q_: jax.jvp(points, (q_,), (qd,))[1], (q,), (qd,))[1]
     J, k = ms.constraint_terms(loop, q, qd, 0.0)
-    _, lam = ms.kkt_solve(M, Q, J, k, jnp.ones((2,), bool))
+    _, lam = dense.saddle_point_solve(M, Q, J, k, jnp.ones((2,), bool))
     return q, x, v, a, lam
 
 

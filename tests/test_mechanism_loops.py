@@ -2,12 +2,14 @@
 from a Lagrangian, loop-closure functions, closed-loop inverse dynamics."""
 import jax
 import jax.numpy as jnp
+
+import diffchain as dc
 import numpy as np
 
-from diffchain._solvers import mechanism as ms
+from diffchain._solvers import dense, mechanism as ms
 from diffchain._simulate import mechanism as mechsim
 
-SOLVERS = [ms.KKT(), ms.RangeSpace(), ms.NullSpace(), ms.Larin(), ms.NullSpace(independent=(0, 3))]
+SOLVERS = [dc.KKT(), dc.RangeSpace(), dc.NullSpace(), dc.Larin(), dc.NullSpace(independent=(0, 3))]
 e = lambda a: jnp.stack([jnp.cos(a), jnp.sin(a)])  # noqa: E731
 
 # ---- seed 001 Fig. 8.3: two-link arm (B1: q1 at the origin, B4: q4 at the elbow) + linear actuator (cylinder B2
@@ -56,9 +58,9 @@ def fig83_all(y, yd, tau):
     M, Q = ms.lagrange_terms(kinetic, potential, q, qd, tau)
     J, k = ms.constraint_terms(loop, q, qd, 0.0)
     on = jnp.ones((2,), bool)
-    outs = [s(M, Q, J, k, on)[0] for s in SOLVERS]
+    outs = [s.system(M, Q, J, k, on)[0] for s in SOLVERS]
     ydd, qdd_lc = mechsim.loop_closure_dynamics(lambda q_: M, lambda q_, qd_: Q, gamma_fn, y, yd)
-    Gp, gp, free = ms.null_space_basis(J, k, on, jnp.array([True, False, False, True]))
+    Gp, gp, free = dense.null_space_basis(J, k, on, jnp.array([True, False, False, True]))
     return jnp.stack(outs), qdd_lc, ydd, G, g, Gp, gp, free, M, Q
 
 
@@ -145,7 +147,7 @@ def susp_library(s, sd):
     J, P2 = ms.constraint_terms(susp_f, s, sd, 0.0)
     K = jnp.block([[M, J.T], [J, jnp.zeros((2, 2))]])
     on = jnp.ones((2,), bool)
-    return K, jnp.concatenate([P1, P2]), jnp.stack([sv(M, P1, J, P2, on)[0] for sv in SOLVERS[:4]])
+    return K, jnp.concatenate([P1, P2]), jnp.stack([sv.system(M, P1, J, P2, on)[0] for sv in SOLVERS[:4]])
 
 
 def susp_printed(s, sd):

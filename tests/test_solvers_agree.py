@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 import diffchain as dc
-from strategies import random_problem
+from strategies import make_problem, random_problem
 from diffchain._model import forces as _forces
 from diffchain._xla import loops
 from diffchain._solvers import recursive as _recursive
@@ -117,7 +117,7 @@ def test_component_sweeps_are_the_reference_sweeps(form, monkeypatch):
     slider and guided points and a terminal rod (accelerations and rod tensions, to round-off); in all of its forms:
     the ``lax.scan``, the scan over blocks of points (here 2 blocks of 4 after a head of 1), the one written out point
     by point (dividing by D_i at 9 points, multiplying by 1/D_i at 5), through its ``vmap`` rule, and written out
-    with a row of right-hand sides per point (the Schur form of :mod:`diffchain._solvers.held`; each carry materialised at 9
+    with a row of right-hand sides per point (the Schur form of :mod:`diffchain._solvers.recursive_solver`; each carry materialised at 9
     points): its second column, other forces and a^w, against a second run of the reference."""
     if form == "blocked":
         monkeypatch.setattr(loops, "SCAN_BLOCK", 4)
@@ -165,3 +165,41 @@ def test_inertial_component_sweeps_equal_matrix_sweeps():
     np.testing.assert_allclose(np.stack([ax, ay], -1), a_ref, rtol=1e-12, atol=1e-12)
     phi_ref = np.sum(np.asarray(k) * np.asarray(Fd), -1) + np.asarray(phi0)
     np.testing.assert_allclose(phi, phi_ref, rtol=1e-12, atol=1e-12)
+
+
+# ------------------------------------------------------------------ every solver on every model it applies to
+SOLVERS = {"Recursive": dc.Recursive(), "RangeSpace": dc.RangeSpace(), "NullSpace": dc.NullSpace(),
+           "Larin": dc.Larin()}
+CHAINS = [pytest.param(3, 0, False, id="n3"), pytest.param(5, 1, False, id="n5"), pytest.param(4, 2, True, id="n4-links")]
+
+
+@pytest.mark.parametrize("name", list(SOLVERS))
+@pytest.mark.parametrize("n, seed, links", CHAINS)
+def test_every_solver_agrees_with_kkt_on_chains(name, n, seed, links):
+    """Every solver equals dense KKT on a chain, with guided points and sliders (Part I) and with held joints on a
+    free chain (Part II): accelerations to 1e-10, tensions and held torques to 1e-9 relative. The dense solvers solve
+    the chain's own (M, Q, J, gamma) with rank decisions; KKT solves it directly. The recursion's Part II takes point
+    masses only and says so for rigid links (tests/test_active.py)."""
+    solver = SOLVERS[name]
+    chain, state, control, desc = make_problem(n, seed, "random", kinds=True, links=links)
+    a, phi = jax.jit(solver)(chain, state, control)
+    a_k, phi_k = jax.jit(dc.KKT())(chain, state, control)
+    assert _rel(a, a_k) <= 1e-10, desc
+    free_rod = ~(np.asarray(chain.guided[:-1]) & np.asarray(chain.guided[1:]))
+    assert _rel(np.asarray(phi)[free_rod], np.asarray(phi_k)[free_rod]) <= 1e-9, desc
+    if links and name == "Recursive":
+        return
+    chain, state, control, desc = make_problem(n, seed + 10, "random", kinds=False, links=links)
+    rng = np.random.default_rng(seed)
+    held = rng.uniform(size=n) < 0.5
+    alpha_w = rng.normal(size=n)
+    out = jax.jit(solver.held)(chain, state, control, held, alpha_w)
+    ref = jax.jit(dc.KKT().held)(chain, state, control, held, alpha_w)
+    assert _rel(out[0], ref[0]) <= 1e-10, desc
+    assert _rel(out[1], ref[1]) <= 1e-9 and _rel(out[2], ref[2]) <= 1e-9, desc
+    assert np.allclose(np.asarray(dc.joint_accelerations(state, out[0]))[held], alpha_w[held], atol=1e-9), desc
+
+
+def test_the_recursion_refuses_a_mechanism():
+    with pytest.raises(TypeError, match="solves serial chains only"):
+        dc.Recursive().system(jnp.eye(2), jnp.zeros(2), jnp.ones((1, 2)), jnp.zeros(1), jnp.ones(1, bool))

@@ -214,7 +214,7 @@ def _tolerances(longest, shortest, n, eps, rtol, size, speed):
 
 
 def _measures(model, trajectory, rtol=None, conditioning=False) -> _Measures:
-    from .._solvers.mechanism import pivot_sequence
+    from .._solvers.rank import pivot_sequence
 
     kind, states, reports = _split(model, trajectory)
     x, v = states.x, states.v

@@ -15,7 +15,9 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from .._solvers.mechanism import constraint_terms, kkt_solve, rank_info
+from .._solvers.dense import saddle_point_solve
+from .._solvers.mechanism import constraint_terms
+from .._solvers.rank import rank_info
 from .._model.chain import State, runtime_checks
 
 ASSEMBLED, UNREACHABLE, INCONSISTENT_DRIVERS = 0, 1, 2
@@ -92,7 +94,7 @@ def accelerations(mech, state: State, a_guess=None, *, check: bool = False):
 
 def _project(mech, J, Mw, rhs, check):
     indep, r, mob, _, _ = rank_info(J, mech.on)
-    w, _ = kkt_solve(mech.M, Mw, J, rhs, indep)
+    w, _ = saddle_point_solve(mech.M, Mw, J, rhs, indep)
     res = jnp.max(jnp.abs((J @ w - rhs) * mech.on), initial=0.0)
     bad = ~(res <= 1e-8 * (1.0 + jnp.max(jnp.abs(rhs))))
     if check:

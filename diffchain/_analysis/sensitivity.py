@@ -10,7 +10,8 @@ import jax
 
 from .._model.geometry import joint_accelerations
 from .._model.chain import Chain, Control, State
-from .._solvers.base import Recursive, Solver
+from .._solvers.base import Solver
+from .._solvers.recursive_solver import Recursive
 
 
 def _alpha_of_tau(chain: Chain, state: State, control: Control, solver: Solver):

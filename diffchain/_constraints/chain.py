@@ -90,3 +90,22 @@ def projector(g, sl, sx, sy, beta, awx, awy):
     a0x = jnp.where(g, awx, jnp.where(sl, sx * beta, 0.0))
     a0y = jnp.where(g, awy, jnp.where(sl, sy * beta, 0.0))
     return p11, p12, p22, a0x, a0y
+
+
+def constraint_jacobian(chain: Chain, state: State, a_w, stab=None):
+    """J (n_c, 2n), gamma (n_c,), active mask (n_c,) with J a = gamma; rows: n-1 rods, then 2 per point.
+
+    A rod between two guided points is switched off: the prescribed accelerations win (seed §6.1).
+    """
+    n = chain.n
+    r, e = rod_terms(chain, state, stab)
+    S, mask, beta = point_terms(chain, state, a_w, stab)
+    idx = jnp.arange(n - 1)
+    J_rod = jnp.zeros((n - 1, n, 2), r.dtype).at[idx, idx].set(-r).at[idx, idx + 1].set(r)
+    rod_on = chain.rod_on
+    pts = jnp.arange(n)
+    J_pt = jnp.zeros((n, 2, n, 2), r.dtype).at[pts, :, pts, :].set(S)
+    J = jnp.concatenate([J_rod.reshape(n - 1, 2 * n), J_pt.reshape(2 * n, 2 * n)])
+    gamma = jnp.concatenate([-e, beta.reshape(-1)])
+    on = jnp.concatenate([rod_on, mask.reshape(-1)])
+    return J * on[:, None], gamma * on, on

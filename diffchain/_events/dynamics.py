@@ -9,7 +9,9 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from .._solvers.held import ActiveRecursive, ActiveSolver, joint_rows, one_joint_dynamics
+from .._constraints.held import joint_rows
+from .._solvers.base import Solver
+from .._solvers.recursive_solver import Recursive, one_joint_dynamics
 from .._xla.small_chain import SMALL_MAX, small_dynamics
 from .._xla.batching import _explicit, one_chain_or, rare_cond
 from .._model.forces import external_forces, torque_forces
@@ -92,7 +94,7 @@ def impulse_projection(chain: Chain, es: EventState, x, v):
 
 
 def constrained_dynamics(chain: Chain, events: Events, es: EventState, x, v, t, control: Control, stab, impulse,
-                         solver: ActiveSolver = ActiveRecursive()):
+                         solver: Solver = Recursive()):
     """One solver call with the event constraints switched on (seed §7, §12.1): returns a, tau_w and the reactions R.
 
     Stuck points are guided with a^w = PD towards the pin, held joints active with alpha^w = 0 and the PD correction
@@ -119,7 +121,7 @@ def constrained_dynamics(chain: Chain, events: Events, es: EventState, x, v, t, 
     stab_in = jnp.where(impulse, jnp.inf, stab)
 
     def part_one(_):  # no joint held: the Part I solver gives the same accelerations, at half the cost
-        a, phi = solver.part_one(ch, s_in, u, stab_in)
+        a, phi = solver(ch, s_in, u, stab_in)
         return a, phi, jnp.zeros_like(alpha_w)
 
     pointed = jnp.any(ch.guided | chain.slider_mask)
@@ -135,11 +137,11 @@ def constrained_dynamics(chain: Chain, events: Events, es: EventState, x, v, t, 
         return a, tau_w, R
 
     def general(_):
-        return with_reactions(*rare_cond(jnp.any(held), lambda _: solver(ch, s_in, u, held, alpha_w, theta_bar,
+        return with_reactions(*rare_cond(jnp.any(held), lambda _: solver.held(ch, s_in, u, held, alpha_w, theta_bar,
                                                                          stab_in), part_one, None))
 
     def one_held(_):  # one joint held: two Part I solves instead of the Part II recursion (~4x Part I at 21 points)
-        return with_reactions(*one_joint_dynamics(ch, s_in, u, held, alpha_w, theta_bar, stab_in, solver.part_one))
+        return with_reactions(*one_joint_dynamics(ch, s_in, u, held, alpha_w, theta_bar, stab_in, solver))
 
     def free(_):  # nothing held, guided, stuck or on a line: the Part I accelerations alone (no tensions needed)
         return part_one(None)[0], jnp.zeros_like(alpha_w), jnp.zeros((chain.n, 2), x.dtype)
@@ -159,12 +161,12 @@ def constrained_dynamics(chain: Chain, events: Events, es: EventState, x, v, t, 
     run, consts = _explicit(general, None)  # traced once, for both forms
 
     def one_chain(_):
-        if isinstance(solver, ActiveRecursive) and 1 < chain.n <= SMALL_MAX and not chain.has_links:
+        if isinstance(solver, Recursive) and 1 < chain.n <= SMALL_MAX and not chain.has_links:
             # (one chain of FUSED_MAX + 1 to SMALL_MAX points: Part I divides by each point's pivot, a kernel each;
             # the small form's rods take fewer)
             branches = [free_small if chain.n > FUSED_MAX else free, small(False), small(True)]
             return jax.lax.switch(jnp.where(jnp.any(held), 2, jnp.where(pointed, 1, 0)), branches, None)
-        if isinstance(solver, ActiveRecursive) and not chain.has_links:
+        if isinstance(solver, Recursive) and not chain.has_links:
             index = jnp.where(jnp.sum(held) == 1, 2, jnp.where(jnp.any(held) | pointed, 1, 0))
             return jax.lax.switch(index, [free, lambda _: run(consts, None), one_held], None)
         return jax.lax.cond(jnp.any(held) | pointed, lambda _: run(consts, None), free, None)

@@ -6,7 +6,7 @@ Events switch constraints on and off through **masks in the state** (:class:`Eve
   the PD correction towards its pin (a^w = -(x - x_pin)/T^2 - 2 v/T, seed eq. 33); it is released when the ground would
   have to pull it (z^T R < 0 for the reaction R, i.e. z^T F > 0 for the other forces on it, seed §7.2);
 * a joint that reaches an angle limit becomes active (seed §12.1) with alpha^w = 0 plus the PD correction towards the
-  limit angle (:func:`diffchain._solvers.held.active_terms`); it is released when its constraint torque tau^w would
+  limit angle (:func:`diffchain._constraints.held.active_terms`); it is released when its constraint torque tau^w would
   pull it into the limit;
 * impacts are inelastic impulses (seed §7 Z1–Z3): the velocity jump is the M-orthogonal projection of v onto the
   velocities the constraints allow (rods, stuck points, held joints, sliders; :func:`impulse_projection`), which is
@@ -46,7 +46,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from .._solvers.held import ActiveRecursive, ActiveSolver
+from .._solvers.base import Solver
+from .._solvers.recursive_solver import Recursive
 from .._xla.batching import _explicit, one_chain_or, rare_cond, scan_until
 from .._model.forces import _speed
 from .detection import _angles, _ends_beyond, _quantum, detect, limit_arc, onto_obstacles
@@ -121,12 +122,12 @@ def _quiet_trial(chain: Chain, events: Events, es: EventState, a, control: Contr
 
 
 def event_step(chain: Chain, events: Events, es: EventState, control: Control, dt, *,
-               solver: ActiveSolver = ActiveRecursive(), stab_factor: float = 5.0):
+               solver: Solver = Recursive(), stab_factor: float = 5.0):
     """One quantum of length ``dt`` with contacts, angle limits, anomalies and adaptive halving (seed §7, §12).
 
     Returns the new :class:`EventState` and a :class:`StepReport`. The integrator is the seed's constant-acceleration
-    quantum (the event times are roots of its quadratic). ``solver``: :class:`diffchain.ActiveRecursive` (O(n), point
-    masses) or :class:`diffchain.ActiveKKT` (rigid links too). PD drift correction time constant stab_factor * dt.
+    quantum (the event times are roots of its quadratic). ``solver``: :class:`diffchain.Recursive` (O(n), point
+    masses) or a dense solver such as :class:`diffchain.KKT` (rigid links too). PD drift correction time constant stab_factor * dt.
     """
     return _event_quantum(chain, events, es, control, dt, solver, stab_factor)
 

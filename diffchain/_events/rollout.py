@@ -7,7 +7,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from .._solvers.held import ActiveRecursive, ActiveSolver
+from .._solvers.base import Solver
+from .._solvers.recursive_solver import Recursive
 from .state import EventState, Events, check_event_state
 from .._model.chain import Chain, Control, check_sizes, runtime_checks
 from .._analysis.diagnosis import check_run
@@ -15,7 +16,7 @@ from .quantum import _event_quantum
 
 
 def event_rollout(chain: Chain, events: Events, es: EventState, controls, dt, *, n_steps: int | None = None,
-                  solver: ActiveSolver = ActiveRecursive(), stab_factor: float = 5.0, checkpoint: int | None = 1,
+                  solver: Solver = Recursive(), stab_factor: float = 5.0, checkpoint: int | None = 1,
                   check: bool = True):
     """:func:`event_step` in a ``lax.scan``; returns (final EventState, (EventStates, StepReports) after each quantum).
 
@@ -30,9 +31,9 @@ def event_rollout(chain: Chain, events: Events, es: EventState, controls, dt, *,
     from .._simulate.rollout import check_controls, describe, _scan_rollout, check_n_steps, control_checks, dt_checks
 
     who = "event_rollout"
-    if not isinstance(solver, ActiveSolver):
-        raise TypeError(f"{who}: solver must be an active-joint solver instance: ActiveRecursive() or ActiveKKT(), "
-                        f"got {describe(solver)}")
+    if not isinstance(solver, Solver):
+        raise TypeError(f"{who}: solver must be a solver instance: Recursive(), KKT(), RangeSpace(), NullSpace() or "
+                        f"Larin(), got {describe(solver)}")
     if not isinstance(es, EventState):
         raise TypeError(f"{who}: es must be a diffchain.EventState (e.g. dc.EventState(state)), got {describe(es)}")
     n_steps = check_n_steps(n_steps, who)

@@ -18,11 +18,11 @@ import jax.numpy as jnp
 from .rollout import check_arguments, check_n_steps, dt_checks, finite_check
 from .integrators import RK4
 from .projection import ChainIntegrator
-from .._solvers.mechanism import (KKT, _as_solver, check_mechanism_state, mechanism_dynamics, mechanism_terms,
-                                  null_space_basis, rank_info)
+from .._solvers.dense import KKT, null_space_basis
+from .._solvers.mechanism import check_mechanism_state, mechanism_dynamics, mechanism_terms
+from .._solvers.rank import rank_info
 from .._model.chain import State, _show, runtime_checks
 from .._analysis.diagnosis import check_run
-from .._solvers.base import Recursive
 
 UNDER, PROPER, REDUNDANT, UNDER_AND_REDUNDANT = 0, 1, 2, 3
 ACTUATION = {UNDER: "under-actuated", PROPER: "properly actuated", REDUNDANT: "redundantly actuated",
@@ -41,11 +41,10 @@ def mechanism_rollout(mech, state: State, dt, n_steps: int, *, tau=None, integra
     :func:`diffchain.diagnose` reports on the run without raising, with the conditioning of its singular passages.
     """
     who = "mechanism_rollout"
-    check_arguments(Recursive(), integrator, who)
+    check_arguments(solver, integrator, who)
     if isinstance(integrator, ChainIntegrator):
         raise TypeError(f"{who}: integrator must be a plain integrator (RK4(), SemiImplicitEuler(), SeedQuantum()): "
                         f"{type(integrator).__name__} projects onto a chain's constraints, not a mechanism's")
-    solver = _as_solver(solver, who)
     check_mechanism_state(mech, state, who)
     n_steps = check_n_steps(n_steps, who)
     if n_steps is None:

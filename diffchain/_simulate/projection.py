@@ -37,7 +37,9 @@ from .._model.inertia import chain_link_blocks, mass_matrix, point_mass_blocks
 from .integrators import RK4, Integrator
 from .._model.chain import Chain, State
 from .._solvers.recursive import kkt_solve, link_solve
-from .._solvers.base import KKT, Recursive, Solver, constraint_jacobian
+from .._constraints.chain import constraint_jacobian
+from .._solvers.base import Solver
+from .._solvers.recursive_solver import Recursive
 from .._constraints.chain import projector
 
 
@@ -45,13 +47,13 @@ def _operator(chain: Chain, x, solver: Solver):
     """``solve(fx, fy, c_rod, c1, c2) -> (qx, qy)``: the q of [[M, J^T], [J, 0]] [q; y] = [f; c] with J = J(x).
 
     c_rod (n-1,): right-hand sides of the rod rows r_k^T (q_{k+1} - q_k); c1, c2 (n,): of the point rows, q_i at a
-    guided point, s_i^T q_i (c1) on a slider; entries of rows switched off are ignored. ``solver`` ``KKT()`` solves the
-    dense system (O(n^3)), anything else the O(n) recursion."""
+    guided point, s_i^T q_i (c1) on a slider; entries of rows switched off are ignored. ``Recursive()`` solves it by the O(n)
+    recursion, any dense solver as the dense system (O(n^3))."""
     n = chain.n
     g, sl = chain.guided, chain.slider_mask
     on = chain.rod_on
     sx, sy = chain.s[:, 0], chain.s[:, 1]
-    if isinstance(solver, KKT):
+    if not isinstance(solver, Recursive):
         J, _, mask = constraint_jacobian(chain, State(x), jnp.zeros_like(x))
         M = mass_matrix(chain)
         K = jnp.block([[M, J.T], [J, jnp.diag(jnp.where(mask, 0.0, 1.0).astype(J.dtype))]])

@@ -17,7 +17,8 @@ from .._model.chain import Chain, Control, State, check_sizes, runtime_checks
 from .projection import Projected
 from .._solvers.implicit import KKT_SOLUTION
 from .._analysis.diagnosis import check_run, run_checks
-from .._solvers.base import Recursive, Solver
+from .._solvers.base import Solver
+from .._solvers.recursive_solver import Recursive
 
 
 REMEDY = "a smaller dt, or the default integrator Projected()"
@@ -78,8 +79,8 @@ def check_arguments(solver, integrator, who: str):
                         f"SemiImplicitEuler(), SeedQuantum() (or a subclass of diffchain.Integrator), got "
                         f"{describe(integrator)}")
     if not isinstance(solver, Solver):
-        raise TypeError(f"{who}: solver must be a chain solver instance: Recursive() or KKT() (mechanisms take "
-                        f"their own solvers), got {describe(solver)}")
+        raise TypeError(f"{who}: solver must be a solver instance: Recursive(), KKT(), RangeSpace(), NullSpace() or "
+                        f"Larin(), got {describe(solver)}")
 
 
 def dt_checks(dt, who: str, traced: bool = True) -> list:

@@ -1,7 +1,7 @@
 """The O(n) recursion of seed 000 Part II (§9–§11): held (active) joints enforced by unknown torques, as two
 ``lax.scan`` sweeps in projector form (:func:`active_backward`, :func:`root_torque`, :func:`active_forward`), with
 the seed's rules for vanishing pivots and locked parts (§11.1, §12.2). The model-facing solvers are in
-:mod:`diffchain._solvers.held`.
+:mod:`diffchain._solvers.recursive_solver`.
 """
 from __future__ import annotations
 
@@ -13,21 +13,6 @@ from .._model.geometry import _pad_diff, link_omega_c
 from .._model.chain import Chain
 from .._xla.loops import scan_points
 from .recursive import _pad1
-
-
-def _active_mask(chain: Chain, active):
-    active = jnp.asarray(active, bool)
-    if active.shape != (chain.n,):
-        raise ValueError(f"active must have one flag per joint (n = {chain.n}), got shape {active.shape}")
-    return active if chain.n > 1 else jnp.zeros_like(active)
-
-
-def _per_joint(chain: Chain, value, name):
-    dt = chain.m.dtype
-    arr = jnp.broadcast_to(jnp.asarray(value, dt), (chain.n,)) if jnp.ndim(value) == 0 else jnp.asarray(value, dt)
-    if arr.shape != (chain.n,):
-        raise ValueError(f"{name} must be a scalar or have shape (n,) = ({chain.n},), got {arr.shape}")
-    return arr
 
 
 def _tolerance(dtype):

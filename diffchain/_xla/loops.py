@@ -49,7 +49,7 @@ def scan_points(step, init, xs, reverse=False, unroll=False):
     first n mod ``SCAN_BLOCK`` points a scan of their own).
 
     On one chain, XLA CPU runs a single long scan of the recursions (Part I, and Part II in
-    :mod:`diffchain._solvers.held`) more slowly per point than a scan over blocks of points. The Thomas scans of
+    :mod:`diffchain._solvers.recursive_solver`) more slowly per point than a scan over blocks of points. The Thomas scans of
     :mod:`diffchain._solvers.closed_chain` and the rigid-link sweeps (:func:`abcd_backward_inertial`) do not slow down
     and keep one scan; under ``vmap`` blocking makes no difference."""
     n = jax.tree.leaves(xs)[0].shape[0]

@@ -12,7 +12,7 @@ from .batching import _explicit, batch_form
 from .._simulate.rollout import Backend
 from .._model.chain import Chain, Control, State
 from .._simulate.projection import ChainIntegrator
-from .._solvers.base import Recursive
+from .._solvers.recursive_solver import Recursive
 from .point_major import LEAN_MAX, _block, lean_kind, lean_rollout
 from .point_major_adjoint import ADJOINT_ALPHA, lean_rollout_vjp
 

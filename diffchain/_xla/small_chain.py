@@ -14,7 +14,8 @@ from .._constraints.chain import _inv
 from .._model.geometry import link_omega_c, links_c, wrap_angle
 from .._model.chain import Chain, Control, State
 from .._solvers.recursive import kkt_system, point_a0
-from .._solvers.recursive_held import _active_mask, _lock_tolerance, _part_two_sweeps, _per_joint, _tolerance
+from .._constraints.held import _active_mask, _per_joint
+from .._solvers.recursive_held import _lock_tolerance, _part_two_sweeps, _tolerance
 
 
 def _small_sweeps(m, r, L, e, Fe, P, a0, active, alpha, sigma, ell, joints=True, forces=False):

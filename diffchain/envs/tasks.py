@@ -15,7 +15,7 @@ from .. import systems
 from .._simulate.rollout import rollout
 from .._simulate.integrators import RK4, Integrator
 from .._xla.point_major_backend import PointMajor
-from .._solvers.base import Recursive
+from .._solvers.recursive_solver import Recursive
 from .base import Box, Environment, EnvParams, EnvState
 
 

@@ -12,7 +12,8 @@ from .._model.geometry import (from_joint_angles, joint_accelerations, joint_ang
                        link_angular_velocities)
 from .._model.inertia import mass_matrix
 from .._model.chain import Chain, Control, State
-from .._solvers.base import Recursive, forward_dynamics
+from .._solvers.forward import forward_dynamics
+from .._solvers.recursive_solver import Recursive
 
 
 HALF_PI = jnp.pi / 2

@@ -1,0 +1,198 @@
+"""The dense solvers of constrained systems (seed 001 §8.5-8.12, seed 002): :class:`KKT`, :class:`RangeSpace`,
+:class:`NullSpace` and :class:`Larin`, for every model.
+
+Rank handling (seed 001 §8.10, seed 003): :func:`~diffchain._solvers.rank.pivot_sequence` runs Gaussian elimination
+with complete pivoting on the active rows of J (values only) and records the pivots. Rows without a pivot are
+*redundant*; every solver uses the independent rows only, so q_dd is unique and its gradient finite; lambda is then
+made minimum-norm. On a chain they solve its (M, Q, J, gamma, on) (:func:`~diffchain._solvers.base.chain_system`);
+:class:`KKT` solves a chain's saddle-point system directly, without rank decisions, as the reference the recursion is
+checked against (a redundant set of a chain's constraints makes that matrix singular: the recursion and the other
+dense solvers handle it).
+"""
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
+
+from .._model.chain import Chain, Control, State
+from .base import Solver, chain_system
+from .rank import _info, min_norm_multipliers, pivot_sequence, rank_info
+
+
+class DenseSolver(Solver):
+    """A solver of the whole system at once; ``tol``: the relative pivot below which a row counts as redundant."""
+    tol: float = 1e-9
+
+    def system(self, M, Q, J, gamma, on, nominal_rank=-1):
+        indep, r, _, red, minpiv = rank_info(J, on, tol=self.tol)
+        qdd, lam = self.solve(M, Q, J, gamma, on, indep)
+        lam = min_norm_multipliers(J, indep, lam)
+        return qdd, lam, _info(J, gamma, on, qdd, indep, r, red, minpiv, nominal_rank)
+
+    def solve(self, M, Q, J, gamma, on, sel):
+        """(q_dd, lambda) on the independent rows ``sel``."""
+        raise NotImplementedError
+
+    def __call__(self, chain: Chain, state: State, control: Control, stab=None):
+        qdd, lam, _ = self.system(*chain_system(chain, state, control, stab=stab))
+        return qdd.reshape(chain.n, 2), lam[: chain.n - 1]
+
+    def held(self, chain: Chain, state: State, control: Control, active, alpha_w, theta_bar=None, stab=None):
+        qdd, lam, _ = self.system(*chain_system(chain, state, control, active, alpha_w, theta_bar, stab))
+        return qdd.reshape(chain.n, 2), lam[: chain.n - 1], lam[-chain.n:]
+
+
+def direct_kkt(M, Q, J, gamma, on):
+    """``[[M, J^T], [J, 0]] [q_dd; -lambda] = [Q; gamma]`` solved directly (seed 001 eq. 8.36); rows switched off
+    keep their place with a unit diagonal, which forces their multiplier to 0. O(n^3), no rank decisions."""
+    n = M.shape[0]
+    K = jnp.block([[M, J.T], [J, jnp.diag(jnp.where(on, 0.0, 1.0).astype(J.dtype))]])
+    sol = jnp.linalg.solve(K, jnp.concatenate([Q, gamma]))
+    return sol[:n], -sol[n:]
+
+
+def saddle_point_solve(M, Q, J, gamma, sel):
+    """Seed 001 method 1 (eq. 8.6/8.36): ``[[M, J_S^T], [J_S, 0]] [q_dd; -lambda] = [Q; gamma_S]``, rows S independent
+    (the other rows keep their place with a unit diagonal, forcing their lambda to 0)."""
+    Js, n = J * sel[:, None], M.shape[0]
+    K = jnp.block([[M, Js.T], [Js, jnp.diag((~sel).astype(M.dtype))]])
+    sol = jnp.linalg.solve(K, jnp.concatenate([Q, gamma * sel]))
+    return sol[:n], -sol[n:]
+
+
+def range_space_solve(M, Q, J, gamma, sel):
+    """Seed 001 §8.8 method 2 (lambda first): M = L L^T, Y = L^-1 J^T, z = L^-1 Q, A = Y^T Y, b = gamma - Y^T z,
+    A lambda = b (rows S only), then q_dd = L^-T (z + Y lambda)."""
+    L = jnp.linalg.cholesky(M)
+    Y = jsl.solve_triangular(L, (J * sel[:, None]).T, lower=True)
+    z = jsl.solve_triangular(L, Q, lower=True)
+    A = Y.T @ Y + jnp.diag((~sel).astype(M.dtype))
+    lam = jsl.cho_solve(jsl.cho_factor(A, lower=True), (gamma - Y.T @ z) * sel)
+    return jsl.solve_triangular(L.T, z + Y @ lam, lower=False), lam
+
+
+def null_space_basis(J, k, on, free_cols=None, tol=1e-9):
+    """G, g with q_dd = G y_dd + g, J G = 0, J g = k, by Gauss–Jordan elimination with complete pivoting (seed 001
+    eq. 8.51: G = Q2^T [-K11^-1 K12; 1], g = Q2^T [K11^-1 k1; 0]). Fixed shapes: G is (n, n) with a zero column for
+    every dependent coordinate; ``free`` marks the independent ones (chosen by the pivoting, or ``free_cols``)."""
+    rows, cols, valid, _ = pivot_sequence(J, on, free_cols, tol)
+    n = J.shape[1]
+    A = jnp.concatenate([J * on[:, None], (k * on)[:, None]], 1)
+
+    def step(A, p):
+        r, c, v = p
+        piv_row = A[r] / jnp.where(v, A[r, c], 1.0)
+        B = (A - jnp.outer(A[:, c], piv_row)).at[r].set(piv_row)
+        return jnp.where(v, B, A), None
+
+    A, _ = jax.lax.scan(step, A, (rows, cols, valid))
+    free = ~jnp.zeros((n,), bool).at[cols].max(valid)
+    dep = jnp.where(valid[:, None], -A[rows, :n] * free[None, :], 0.0)
+    G = jnp.diag(free.astype(J.dtype)).at[cols].add(dep)
+    g = jnp.zeros((n,), J.dtype).at[cols].add(jnp.where(valid, A[rows, n], 0.0))
+    return G, g, free
+
+
+def reduced_solve(M, Q, G, g, free):
+    """G^T M G y_dd = G^T (Q - M g), q_dd = G y_dd + g (seed 001 eqs. 8.45–8.46; seed 003 D^T M D u_dd = ...)."""
+    Mr = G.T @ M @ G + jnp.diag((~free).astype(M.dtype))
+    ydd = jnp.linalg.solve(Mr, G.T @ (Q - M @ g))
+    return G @ ydd + g
+
+
+def constraint_multipliers(M, Q, J, sel, qdd):
+    """lambda on the independent rows from J_S^T lambda = M q_dd - Q."""
+    Js = J * sel[:, None]
+    return jnp.linalg.solve(Js @ Js.T + jnp.diag((~sel).astype(M.dtype)), Js @ (M @ qdd - Q))
+
+
+def larin_basis(J, on, tol=1e-9):
+    """Seed 002 (Larin 1993): orthonormal basis of null(J) without an SVD, one constraint row at a time.
+
+    For the unit row v = [gamma0; gamma*] (projected on the current basis, sign chosen so gamma0 >= 0 -- the
+    Householder choice; with gamma0 < 0, 1/(1 + gamma0) cancels catastrophically):
+        ``H = [[gamma0, -gamma*^T], [gamma*, E - gamma* gamma*^T / (1 + gamma0)]]``
+    is orthogonal, its first column is v and the rest is the seed's V2 (eq. 3.2). B <- B H accumulates
+    V2 = V21 V22 ... V2m in the trailing columns of B (fixed shapes: B is (n, n), column k is consumed at step k).
+    A row with no component left (redundant, or a singular configuration) is skipped instead of dividing by zero.
+    Returns B and the number r of consumed columns: null(J) = span B[:, r:], row space = span B[:, :r].
+    """
+    n = J.shape[1]
+    idx = jnp.arange(n)
+    scale = jnp.maximum(jnp.max(jnp.abs(J * on[:, None]), initial=0.0), jnp.finfo(J.dtype).tiny)
+
+    def step(carry, row):
+        B, k = carry
+        Jr, act = row
+        d = jnp.where(idx >= k, B.T @ Jr, 0.0)
+        nd2 = d @ d
+        ok = act & (nd2 > (tol * scale) ** 2)
+        v = d / jnp.sqrt(jnp.where(ok, nd2, 1.0))
+        v = jnp.where(v[jnp.minimum(k, n - 1)] < 0, -v, v)
+        g0 = v[jnp.minimum(k, n - 1)]
+        gs = jnp.where(idx > k, v, 0.0)
+        ek = (idx == k).astype(J.dtype)
+        H = (jnp.eye(n, dtype=J.dtype) + (g0 - 1.0) * jnp.outer(ek, ek) - jnp.outer(ek, gs) + jnp.outer(gs, ek)
+             - jnp.outer(gs, gs) / (1.0 + g0))
+        return (jnp.where(ok, B @ H, B), k + ok), None
+
+    (B, r), _ = jax.lax.scan(step, (jnp.eye(n, dtype=J.dtype), jnp.asarray(0)), (J, on))
+    return B, r
+
+
+class KKT(DenseSolver):
+    """Seed 001 §8.5 method 1: the saddle-point system. On a chain it is solved directly (:func:`direct_kkt`: a
+    chain's forward dynamics, seed 001 eq. 8.36 with the rows of seed 000); on any other system with the
+    independent rows only. The multiplier of a held joint's row is the joint's torque (seed §4.2)."""
+
+    def solve(self, M, Q, J, gamma, on, sel):
+        return saddle_point_solve(M, Q, J, gamma, sel)
+
+    def __call__(self, chain: Chain, state: State, control: Control, stab=None):
+        M, Q, J, gamma, on = chain_system(chain, state, control, stab=stab)
+        a, lam = direct_kkt(M, Q, J, gamma, on)
+        return a.reshape(chain.n, 2), lam[: chain.n - 1]
+
+    def held(self, chain: Chain, state: State, control: Control, active, alpha_w, theta_bar=None, stab=None):
+        M, Q, J, gamma, on = chain_system(chain, state, control, active, alpha_w, theta_bar, stab)
+        a, lam = direct_kkt(M, Q, J, gamma, on)
+        return a.reshape(chain.n, 2), lam[: chain.n - 1], lam[-chain.n:]
+
+
+class RangeSpace(DenseSolver):
+    """Seed 001 §8.8 method 2 (lambda first, Cholesky of M)."""
+
+    def solve(self, M, Q, J, gamma, on, sel):
+        return range_space_solve(M, Q, J, gamma, sel)
+
+
+class NullSpace(DenseSolver):
+    """Seed 001 §8.7 method 3 / seed 003 coordinate partitioning: G, g by complete pivoting (eq. 8.51).
+    ``independent``: optional tuple of coordinate indices the user wants as the independent ones."""
+    independent: tuple | None = eqx.field(static=True, default=None)
+
+    def solve(self, M, Q, J, gamma, on, sel):
+        free = None
+        if self.independent is not None:
+            free = jnp.zeros((J.shape[1],), bool).at[jnp.asarray(self.independent)].set(True)
+        G, g, fr = null_space_basis(J, gamma, on, free, self.tol)
+        qdd = reduced_solve(M, Q, G, g, fr)
+        return qdd, constraint_multipliers(M, Q, J, sel, qdd)
+
+
+class Larin(DenseSolver):
+    """Seed 002: q_dd = V2 y_dd + g_p with V2 the orthonormal null-space basis of :func:`larin_basis` and g_p the
+    minimum-norm particular solution in span B[:, :r]; V2^T M V2 y_dd = V2^T (Q - M g_p). (The seed's convective term
+    V2^T M V2_dot q_dot is contained in g_p, since gamma holds -J_dot q_dot.)"""
+
+    def solve(self, M, Q, J, gamma, on, sel):
+        B, r = larin_basis(J, on, self.tol)
+        n = J.shape[1]
+        used = jnp.arange(n) < r
+        U, V2 = B * used, B * ~used
+        JU = (J * on[:, None]) @ U
+        c = jnp.linalg.solve(JU.T @ JU + jnp.diag((~used).astype(J.dtype)), JU.T @ (gamma * on))
+        qdd = reduced_solve(M, Q, V2, U @ c, ~used)
+        return qdd, constraint_multipliers(M, Q, J, sel, qdd)

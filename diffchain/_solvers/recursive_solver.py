@@ -1,0 +1,149 @@
+"""The seed-000 recursion as a solver object, :class:`Recursive`: Part I (:mod:`diffchain._solvers.recursive`) for a
+chain, Part II (:mod:`diffchain._solvers.recursive_held`) for a chain with held joints, both O(n) and differentiated
+implicitly (:func:`active_dynamics_recursive`); and one held joint by superposition of two Part I solves
+(:func:`one_joint_dynamics`). The recursion applies to serial chains only: a mechanism gets a clear error.
+"""
+from __future__ import annotations
+
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from .._model.forces import _torque_forces_c
+from .._model.geometry import links_c
+from .._model.chain import Chain, Control, State
+from .._xla.batching import one_chain_form
+from .implicit import implicit_solve
+from .._constraints.held import _active_mask, active_terms
+from .base import Solver
+from .recursive import _kkt_matvec, _pad1, kkt_system, point_a0, point_multipliers, recursive_dynamics
+from .._xla.small_chain import _one_chain_part_two
+from .recursive_held import _joint_alpha, _part_two_sweeps, _scales, root_torque
+
+
+def active_dynamics_recursive(chain: Chain, state: State, control: Control, active, alpha_w, theta_bar=None,
+                              stab=None):
+    """Accelerations a (n,2), rod tensions phi (n-1,) and constraint torques tau_w (n,) by the O(n) recursion of seed
+    000 Part II (§9–§11, :func:`active_backward`, :func:`active_forward`, :func:`root_torque`).
+
+    The recursion solves the symmetric KKT system of :meth:`diffchain.KKT.held` (:func:`_active_matvec`) for any
+    right-hand side, so it is differentiated implicitly like the Part I recursion (:func:`active_solve`): one more
+    recursion with the tangent or cotangent plus the adjoint of the elementwise terms, never a derivative through
+    the sweeps themselves.
+
+    Point masses only (massless rods): with rigid links the coupling block M12 would enter every k like the Part I
+    generalisation :func:`diffchain._solvers.recursive.abcd_backward_inertial` (a_i no longer equals P F_i / m_i).
+    """
+    if chain.has_links:
+        raise NotImplementedError("Recursive: held joints on a chain with rigid links (distributed mass) are not "
+                                  "supported by the Part II recursion; use a dense solver such as KKT()")
+    active = _active_mask(chain, active)
+    op, b = kkt_system(chain, state, control, stab)
+    _, _, _, inv_rho, _, _ = links_c(state.x[:, 0], state.x[:, 1])
+    sigma, ell = _scales(chain)
+    alpha = active_terms(chain, state, alpha_w, theta_bar, stab)
+    ax, ay, yr, _, _, yt = active_solve(op + (inv_rho, active, sigma, ell), b + (jnp.where(active, alpha, 0.0),))
+    return jnp.stack([ax, ay], -1), -yr, jnp.where(active, -yt, 0.0)
+
+
+def one_joint_dynamics(chain: Chain, state: State, control: Control, active, alpha_w, theta_bar=None, stab=None,
+                       part_one=None):
+    """(a, phi, tau_w) as :func:`active_dynamics_recursive` gives them when ``active`` holds one joint j alone, by
+    superposition of two Part I solves (``part_one``: :func:`diffchain._solvers.recursive.recursive_dynamics` by
+    default).
+
+    The constraint torque tau^w_j acts on the points as a joint torque (seed §4.2), so the accelerations and tensions
+    are affine in it: a = a0 + tau a1, phi = phi0 + tau phi1, with (a0, phi0) Part I's for the given forces and
+    (a1, phi1) its response to a unit torque at joint j alone (no gravity, velocity, PD or guided acceleration
+    terms). Eq. (13) for joint j, alpha^z_j(a) = rhs_j (:func:`active_terms`), gives
+    tau = (rhs_j - alpha^z_j(a0)) / alpha^z_j(a1). alpha^z_j(a1) is joint j's compliance; where it is at round-off
+    level the joint cannot turn (seed §12.2) and tau = 0, the rule of :func:`root_torque`. The two solves run as one
+    batch of two, which costs little more than one Part I call and less than the Part II recursion."""
+    part_one = recursive_dynamics if part_one is None else part_one
+    dtype = state.x.dtype
+    active = _active_mask(chain, active)
+    e = active.astype(dtype)
+    unit = Control(e, jnp.zeros_like(control.F), jnp.zeros_like(control.a_w))
+    stab_unit = None if stab is None else jnp.full_like(jnp.asarray(stab, dtype), jnp.inf)  # 1/stab = 0: no PD terms
+
+    def solve(g, v, u, s):
+        return part_one(eqx.tree_at(lambda c: c.g, chain, g), State(state.x, v, state.t), u, s)
+
+    def pair(p, q):  # the two solves' inputs stacked
+        return jax.tree.map(lambda y, z: jnp.stack([jnp.asarray(y, dtype), jnp.asarray(z, dtype)]), p, q)
+
+    a, phi = jax.vmap(solve)(pair(chain.g, 0.0), pair(state.v, jnp.zeros_like(state.v)), pair(control, unit),
+                             None if stab is None else pair(stab, stab_unit))
+    _, _, _, inv_rho, rx, ry = links_c(state.x[:, 0], state.x[:, 1])
+    alpha = jax.vmap(lambda a: _joint_alpha(rx, ry, inv_rho, a[:, 0], a[:, 1]))(a)
+    at_j = lambda q: jnp.sum(jnp.where(active, q, 0.0))  # noqa: E731
+    rhs = at_j(active_terms(chain, state, alpha_w, theta_bar, stab))
+    tau = root_torque(jnp.any(active), rhs, None, at_j(alpha[1]), at_j(alpha[0]), *_scales(chain))
+    return a[0] + tau * a[1], phi[0] + tau * phi[1], tau * e
+
+
+def _active_swept(op, b, sweeps=None):
+    """The part of K^-1 b (:func:`_active_matvec`) that the Part II sweeps give: a_x, a_y, the rod multipliers
+    -phi and the active rows' multipliers -tau^w (rows switched off: y = b). ``sweeps``: :func:`part_two_sweeps`
+    (default) or :func:`_part_two_sweeps`."""
+    (m, rx, ry, on), P, (inv_rho, act, sigma, ell) = op[:4], op[8:11], op[11:]
+    (bx, by, br), bt = b[:3], b[5]
+    r, L = (_pad1(rx), _pad1(ry)), (_pad1(-ry * inv_rho), _pad1(rx * inv_rho))  # L = r^* / rho (link_L); r_n = L_n = 0
+    sweeps = sweeps or part_two_sweeps
+    (ax, ay), tau, phi = sweeps(m, r, L, _pad1(-br), (bx, by), P, point_a0(op, b), act, bt, sigma, ell)
+    return ax, ay, jnp.where(on, -phi[:-1], br), jnp.where(act, -tau, bt)
+
+
+def _active_complete(op, b, swept):
+    """The whole solution from the swept part: the point multipliers from the residual of Newton's law, in which
+    the active rows' multipliers act as joint torques (:func:`diffchain._model.forces.torque_forces`)."""
+    ax, ay, yr, yt = swept
+    rx, ry, inv_rho, act = op[1], op[2], op[11], op[12]
+    y1, y2 = point_multipliers(op, b, ax, ay, yr, *_torque_forces_c(rx, ry, inv_rho, jnp.where(act, yt, 0.0)))
+    return ax, ay, yr, y1, y2, yt
+
+
+def _active_matvec(op, z):
+    """K z for the massless KKT operator (:func:`diffchain._solvers.recursive._kkt_matvec`) with one row of eq. (13) per
+    active joint, op = (Part I operator, 1/rho, active, sigma, ell), z = (a_x, a_y, y_rod, y1, y2, y_t): G a on the
+    active rows (a unit diagonal on the others) and G^T y_t in Newton's rows -- the point forces of the joint
+    torques y_t (:func:`diffchain._model.forces.torque_forces`), which makes K symmetric."""
+    rx, ry, inv_rho, act = op[1], op[2], op[11], op[12]
+    ax, ay, yt = z[0], z[1], z[5]
+    top_x, top_y, rod, row1, row2 = _kkt_matvec(op, z[:5])
+    fx, fy = _torque_forces_c(rx, ry, inv_rho, jnp.where(act, yt, 0.0))
+    alpha = _joint_alpha(rx, ry, inv_rho, ax, ay)
+    return top_x + fx, top_y + fy, rod, row1, row2, jnp.where(act, alpha, yt)
+
+
+part_two_sweeps = one_chain_form(_one_chain_part_two, _part_two_sweeps)
+part_two_sweeps.__doc__ = (
+    ":func:`_part_two_sweeps` evaluated on one chain: by :func:`_small_sweeps` up to ``SMALL_MAX`` points (written "
+    "out in scalars, XLA fuses a short chain's solve into few kernels), the scans beyond; the scans under ``vmap`` "
+    "and in derivatives (:func:`diffchain._xla.batching.one_chain_form`), where writing a chain out is slower.")
+
+
+active_solve = implicit_solve(_active_swept, _active_complete, _active_matvec,
+                              lambda op, b: _active_swept(op, b, _part_two_sweeps))
+active_solve.__doc__ = (
+    "z = (a_x, a_y, y_rod, y1, y2, y_t) = K(op)^-1 b for the operator of :func:`_active_matvec` by the Part II "
+    "recursion (:func:`part_two_sweeps`), with implicit derivatives "
+    "(:func:`diffchain._solvers.implicit.implicit_solve`): "
+    "derivatives never go through the sweeps, and their solves take the scans (:func:`_part_two_sweeps`), not the "
+    "written-out one-chain forms: as fast there, and a smaller program to trace and compile.")
+
+
+class Recursive(Solver):
+    """The O(n) recursion of seed 000: Part I (§3, §5, §6) with ``lax.scan`` sweeps, and Part II (§9–§11) for held
+    joints (point masses only; rigid links take a dense solver there). Chains only (serial topology)."""
+
+    def __call__(self, chain, state, control, stab=None):
+        return recursive_dynamics(chain, state, control, stab)
+
+    def held(self, chain, state, control, active, alpha_w, theta_bar=None, stab=None):
+        return active_dynamics_recursive(chain, state, control, active, alpha_w, theta_bar, stab)
+
+    def system(self, M, Q, J, gamma, on, nominal_rank=-1):
+        raise TypeError("Recursive: the seed-000 recursion solves serial chains only; a mechanism (or any system given "
+                        "by its matrices) needs a dense solver: KKT(), RangeSpace(), NullSpace() or Larin()")
