@@ -101,12 +101,14 @@ def test_extras_cover_what_tests_and_examples_import():
     extras = project["optional-dependencies"]
     runtime = _modules(project["dependencies"], extras)
     tests = sorted((ROOT / "tests").glob("*.py"))
-    local = [p.stem for p in tests + sorted((ROOT / "experiments").glob("*.py"))]  # tests import experiments/peers.py
+    local = [p.stem for p in tests + sorted((ROOT / "benchmarks").glob("*.py"))]  # tests import benchmarks/peers.py
     assert _imports(tests, local) - runtime - _modules(extras["test"], extras) == set()
     assert {"matplotlib", "build", "setuptools"} <= _modules(extras["test"], extras)  # the packaging test builds
-    examples = sorted((ROOT / "experiments").glob("*.py")) + sorted((ROOT / "notebooks").glob("*.ipynb"))
-    assert any(p.suffix == ".ipynb" for p in examples)
-    imported = _imports(examples, local=[p.stem for p in examples])
+    examples = sorted((ROOT / "examples").glob("*.py")) + sorted((ROOT / "examples").glob("*.ipynb"))
+    assert any(p.suffix == ".ipynb" for p in examples) and any(p.suffix == ".py" for p in examples)
+    assert _imports(examples) - runtime - _modules(extras["examples"], extras) == set()
+    benchmarks = sorted((ROOT / "benchmarks").glob("*.py"))
+    imported = _imports(benchmarks, local=[p.stem for p in benchmarks])
     assert imported - runtime - _modules(extras["examples"], extras) - _modules(extras["bench"], extras) == set()
     assert "optax" in _modules(extras["examples"], extras)
     assert {"mkdocs-material", "mkdocstrings"} <= {re.match(r"[A-Za-z0-9_.-]+", r).group(0) for r in extras["docs"]}
@@ -158,14 +160,14 @@ def test_sdist_and_wheel_hold_what_they_should_and_the_sdist_tests_pass_installe
     assert "deprecat" not in (build.stdout + build.stderr).lower()  # e.g. the license as a TOML table
     (sdist,), (wheel,) = dist.glob("*.tar.gz"), dist.glob("*.whl")
 
-    # the sdist: every test module (conftest.py and strategies.py included), picture, notebook and example script of
-    # the source tree, and the package
+    # the sdist: every test module (conftest.py and strategies.py included), picture, example (script or notebook),
+    # benchmark script and report of the source tree, and the package
     with tarfile.open(sdist) as tar:
         in_sdist = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
     want = {"LICENSE", "README.md", "pyproject.toml", "mkdocs.yml", "tests/conftest.py", "tests/strategies.py",
-            "experiments/peers.py"}
-    for pattern in ("tests/*.py", "docs/*.png", "docs/**/*.md", "notebooks/*.ipynb", "experiments/*.py",
-                    "diffchain/**/*.py"):
+            "benchmarks/peers.py", "examples/quickstart.ipynb"}
+    for pattern in ("tests/*.py", "docs/*.png", "docs/**/*.md", "examples/*.py", "examples/*.ipynb",
+                    "benchmarks/*.py", "benchmarks/results/*.md", "diffchain/**/*.py"):
         want |= {p.relative_to(ROOT).as_posix() for p in ROOT.glob(pattern)}
     assert any(n.startswith("docs/") for n in want)
     assert want - in_sdist == set()

@@ -114,20 +114,6 @@ def test_docs_build_strict(tmp_path):
 
 
 @pytest.mark.slow
-def test_notebook_code_cells_run():
-    import json
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
-        namespace = {}
-        for cell in json.loads(path.read_text())["cells"]:
-            if cell["cell_type"] == "code":
-                exec(compile("".join(cell["source"]), str(path), "exec"), namespace)
-
-
-@pytest.mark.slow
 def test_quick_start_commands_write_their_pictures(tmp_path):
     """The README's main job (``python -m diffchain demo``) and the events demo, shortened, in fresh processes as a
     newcomer runs them: each writes a PNG and says where."""

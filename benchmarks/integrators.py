@@ -1,8 +1,8 @@
 """Long-run accuracy and cost of the chain integrators (the choice of the default; issue "Trustworthy by default").
 
-    python experiments/integrators.py            # 10^6 steps of the 5-link pendulum (several minutes on 2 cores)
-    python experiments/integrators.py --quick    # 10^5 steps, for development
-    python experiments/integrators.py --only RATTLE,RK4+proj   # a subset of the candidates (names as in the table)
+    python benchmarks/integrators.py            # 10^6 steps of the 5-link pendulum (several minutes on 2 cores)
+    python benchmarks/integrators.py --quick    # 10^5 steps, for development
+    python benchmarks/integrators.py --only RATTLE,RK4+proj   # a subset of the candidates (names as in the table)
 
 For each candidate, float64: the 5-link pendulum released from rest in the README's bent pose (joint angles
 0.3, 0.9, -0.7, 0.5, 0.4; chaotic) at dt = 1e-3 over 10^6 steps (10^5 with --quick), a single pendulum and a 50-link
@@ -11,7 +11,7 @@ its last quarter (secular growth shows as last >> first), the largest and the fi
 first non-finite state, and the cost per step: one chain, jitted, after warm-up (a scan of 10^4 steps, fastest of 3), and per
 chain-step under ``vmap`` of 1024 chains for 1000 steps. All candidates step through
 ``integrator.step`` (the array form); for the plain integrators the lean batched form
-(``dc.rollout(..., backend=dc.PointMajor())``) is listed in its own column. Writes experiments/results/integrators.md.
+(``dc.rollout(..., backend=dc.PointMajor())``) is listed in its own column. Writes benchmarks/results/integrators.md.
 """
 from __future__ import annotations
 

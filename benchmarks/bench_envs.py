@@ -2,7 +2,7 @@
 a batch of 4096 on this CPU, and the cart-pole balance task against the same model stepped by MJX (same dt, same
 number of substeps, Euler in MJX vs RK4 here).
 
-    python experiments/bench_envs.py [--batch 4096] [--steps 50]
+    python benchmarks/bench_envs.py [--batch 4096] [--steps 50]
 """
 from __future__ import annotations
 

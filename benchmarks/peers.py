@@ -10,8 +10,8 @@ Each link is a body with a hinge about axis (0, -1, 0) at its base, so that
 positive joint angles are counter-clockwise in our convention, and it holds
 the mass of its tip point. One gear-1 motor per hinge, so ctrl = tau.
 
-Usage: ``sys.path.insert(0, "experiments"); import peers``.
-Run ``python experiments/peers.py`` for a self-check against closed forms
+Usage: ``sys.path.insert(0, "benchmarks"); import peers``.
+Run ``python benchmarks/peers.py`` for a self-check against closed forms
 and a throughput report.
 """
 

@@ -2,7 +2,7 @@
 dense KKT / range-space on the generic Mechanism (O(n^3): dense Jacobian, complete-pivot rank check, dense solve) versus
 the banded O(n) Thomas solve of diffchain._solvers.closed_chain (seed 001 §8.13). Prints a table of microseconds per call and ratios.
 
-    python experiments/bench_mechanisms.py [--max-dense 256] [--max-banded 4096]
+    python benchmarks/bench_mechanisms.py [--max-dense 256] [--max-banded 4096]
 """
 import argparse
 import platform

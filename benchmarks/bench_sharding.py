@@ -6,7 +6,7 @@ others), one torque sequence per copy. Each program is compiled for the batch on
 sharded over ``jax.devices()``; both are timed in interleaved rounds (median). "cores busy" is the process CPU time
 over the wall time of a call: XLA may use more than one core for a one-device program.
 
-    XLA_FLAGS=--xla_force_host_platform_device_count=2 python experiments/bench_sharding.py [--quick]
+    XLA_FLAGS=--xla_force_host_platform_device_count=2 python benchmarks/bench_sharding.py [--quick]
 
 The script opts in to ``dc.set_xla_cpu_flags()`` (unless ``--no-xla-flags``); the device count is the caller's
 ``XLA_FLAGS`` (CPU host devices) or the accelerators present.

@@ -1,7 +1,7 @@
 """Why the batched sweeps cost what they cost on XLA CPU: a loop over the points against the same arithmetic written
 out, on a toy sweep and on the library's batched rollout (README, "What limited the batched throughput").
 
-    python experiments/xla_cpu_loops.py          # ~1 min, one core
+    python benchmarks/xla_cpu_loops.py          # ~1 min, one core
 
 1. *Toy sweep*: 6 points, 5 carries, one division per point, a batch of B chains as (B,) rows (the layout of the
    library's sweeps under ``vmap``): ``lax.scan`` over the points against the loop written out. Per chain and sweep.

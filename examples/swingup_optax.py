@@ -12,9 +12,9 @@ Loss = w_tip (2 - y_tip(T))^2 + w_ang sum_i (1 - cos(theta_i(T) - theta*_i)) + w
        + w_tau mean_t |tau(t)|^2 + w_run mean_t (2 - y_tip(t))^2 * (t/T)^4     (a gentle pull upwards near the end)
 
 minimised with ``optax.adam`` on ``jax.jit(jax.value_and_grad(loss))``; gradients flow through ``dc.rollout`` with RK4.
-Writes experiments/out/swingup.png (stroboscopic motion, torque profile, loss curve).
+Writes examples/out/swingup.png (stroboscopic motion, torque profile, loss curve; ``--out`` to change).
 
-    python experiments/swingup_optax.py [--actuation both] [--iters 600] [--horizon 3.0] [--dt 0.01]
+    python examples/swingup_optax.py [--actuation both] [--iters 600] [--horizon 3.0] [--dt 0.01] [--quick]
 """
 from __future__ import annotations
 
@@ -57,7 +57,10 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--x64", action="store_true", help="float64 (default float32)")
     ap.add_argument("--out", default=os.path.join(OUT, "swingup.png"))
+    ap.add_argument("--quick", action="store_true", help="a smoke test: 30 Adam steps (no swing-up yet)")
     args = ap.parse_args()
+    if args.quick:
+        args.iters = 30
 
     chain = dc.pendulum(2, mass=1.0, length=1.0)
     s0 = dc.from_joint_angles(chain, jnp.array([-jnp.pi / 2, 0.0]))
@@ -111,7 +114,8 @@ def main():
         return optax.apply_updates(u, upd), opt_state, loss, terms
 
     print(f"swing-up: {args.actuation}, horizon {args.horizon:g} s = {T} RK4 steps of {args.dt:g} s, "
-          f"{args.knots} knots x {n_act} torques, |tau| <= {args.tau_max:g} N m, {args.iters} Adam steps (lr {args.lr:g}, cosine decay)")
+          f"{args.knots} knots x {n_act} torques, |tau| <= {args.tau_max:g} N m, {args.iters} Adam steps "
+          f"(lr {args.lr:g}, cosine decay)")
     t0 = time.perf_counter()
     u, opt_state, loss, terms = jax.block_until_ready(update(u, opt_state))
     t_compile = time.perf_counter() - t0
@@ -125,6 +129,7 @@ def main():
             print(f"  iter {it:4d}  loss {float(loss):10.4f}  " +
                   "  ".join(f"{k} {float(v):.3g}" for k, v in terms.items()))
     t_opt = time.perf_counter() - t0
+    print(f"loss {losses[0]:.4f} at the start, {losses[-1]:.4f} after {len(losses)} Adam steps")
 
     tau, final, traj = jax.jit(simulate)(u)
     tip_y = float(final.x[-1, 1])

@@ -11,9 +11,9 @@ minimised with ``optax.adam`` (cosine-decayed step) on ``jax.jit(jax.value_and_g
 along the run's sequence of events (which points stick, which joints are held, when): it is first checked against
 central finite differences. Where a change of the launch changes that sequence -- a point lands first, a joint no
 longer reaches its limit -- the loss jumps and no gradient sees it; the step size is kept small for that.
-Writes experiments/out/throw.png (the first and the last throw, the loss, the launch).
+Writes examples/out/throw.png (the first and the last throw, the loss, the launch; ``--out`` to change).
 
-    python experiments/throw_to_target.py [--target 1.5] [--iters 150] [--limit 0.7]
+    python examples/throw_to_target.py [--target 1.5] [--iters 150] [--limit 0.7] [--quick]
 """
 from __future__ import annotations
 
@@ -50,7 +50,10 @@ def main():
     ap.add_argument("--iters", type=int, default=150)
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--out", default=os.path.join(OUT, "throw.png"))
+    ap.add_argument("--quick", action="store_true", help="a smoke test: 10 gradient steps (the compilation remains)")
     args = ap.parse_args()
+    if args.quick:
+        args.iters = 10
 
     chain = dc.free_chain(3, mass=1.0, length=0.3)
     lim = np.r_[np.inf, args.limit, args.limit]  # joint 1 is link 1 against the world: free
@@ -66,16 +69,19 @@ def main():
         final, (traj, reports) = dc.event_rollout(chain, events, dc.EventState(launch(p)), None, args.dt, n_steps=T)
         return final, traj, reports
 
-    def loss(p):
-        final = throw(p)[0].state
+    def final_loss(final):
         return (jnp.mean(final.x[:, 0]) - args.target) ** 2 + 0.1 * jnp.sum(final.v**2)
 
+    def loss(p):
+        return final_loss(throw(p)[0].state)
+
     value_and_grad = jax.jit(jax.value_and_grad(loss))
+    run = jax.jit(throw)  # the forward pass alone: for the central differences and the pictures
     p = jnp.array([1.0, 1.0, 0.0])
     t0 = time.perf_counter()
     value, grad = value_and_grad(p)
     print(f"loss and gradient compiled and run in {time.perf_counter() - t0:.1f} s")
-    f, h = jax.jit(loss), 1e-6
+    f, h = (lambda q: final_loss(run(q)[0].state)), 1e-6
     fd = np.array([(f(p.at[i].add(h)) - f(p.at[i].add(-h))) / (2 * h) for i in range(3)])
     print(f"gradient at the first launch {np.asarray(grad)}, central differences {fd}: "
           f"largest relative difference {np.max(np.abs(np.asarray(grad) - fd)) / np.max(np.abs(fd)):.1e}")
@@ -94,7 +100,6 @@ def main():
                   f"spin {p[2]:.4f} rad/s")
     print(f"{args.iters} gradient steps in {time.perf_counter() - t0:.1f} s")
 
-    run = jax.jit(throw)
     first, last = run(launches[0]), run(p)
     for name, (final, _, rep) in (("first", first), ("last", last)):
         print(f"{name} throw: rests at x = {float(jnp.mean(final.state.x[:, 0])):.5f} m (target {args.target}), "
@@ -113,7 +118,8 @@ def figure(chain, args, first, last, history, launches):
         ax.plot(com[:, 0], com[:, 1], color=plt.get_cmap(cmap)(0.8), lw=1.5, label=f"{name}: centre of the points")
         for k, idx in enumerate(np.linspace(0, len(x) - 1, 9).astype(int)):
             viz.draw_chain(ax, chain, dc.State(x[idx]), alpha=0.25 + 0.75 * k / 8,
-                           rod_color=plt.get_cmap(cmap)(0.4 + 0.5 * k / 8), point_color=plt.get_cmap(cmap)(0.9), lw=1.8, marker_scale=4.0)
+                           rod_color=plt.get_cmap(cmap)(0.4 + 0.5 * k / 8), point_color=plt.get_cmap(cmap)(0.9),
+                           lw=1.8, marker_scale=4.0)
         stuck = np.asarray(traj.stuck[-1])
         ax.plot(x[-1, stuck, 0], x[-1, stuck, 1], "ks", ms=6)
     ax.axvline(args.target, color="tab:red", ls="--", lw=1.2, label=f"target x = {args.target} m")

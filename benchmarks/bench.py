@@ -1,11 +1,11 @@
 """diffchain performance benchmark: forward dynamics vs n, batched rollout throughput vs MuJoCo C / MJX, reverse-gradient
 cost, compile time.
 
-    python experiments/bench.py                       # all sections (< 10 min on a 2-core machine)
-    python experiments/bench.py --only fd,throughput  # a subset: fd | throughput | grad | compile
-    python experiments/bench.py --no-xla-flags        # JAX's default XLA CPU flags (for an A/B of the flags)
+    python benchmarks/bench.py                       # all sections (< 10 min on a 2-core machine)
+    python benchmarks/bench.py --only fd,throughput  # a subset: fd | throughput | grad | compile
+    python benchmarks/bench.py --no-xla-flags        # JAX's default XLA CPU flags (for an A/B of the flags)
 
-Prints a report and writes it as markdown to experiments/results/bench-<YYYY-MM-DD>.md (``--out`` to change).
+Prints a report and writes it as markdown to benchmarks/results/bench-<YYYY-MM-DD>.md (``--out`` to change).
 
 Method. Every timed function is jitted and compiled first, run once more as a warm-up, then timed ``--repeats`` times
 (default 7) with ``jax.block_until_ready``; the tables give the median (and the minimum in brackets where useful). Calls
@@ -46,7 +46,7 @@ def _parse():
     p.add_argument("--repeats", type=int, default=7, help="timed repeats per measurement (median reported), >= 5")
     p.add_argument("--no-xla-flags", action="store_true",
                    help="do not set diffchain's recommended XLA CPU flags (JAX's defaults)")
-    p.add_argument("--out", default=None, help="markdown output path (default experiments/results/bench-<date>.md)")
+    p.add_argument("--out", default=None, help="markdown output path (default benchmarks/results/bench-<date>.md)")
     p.add_argument("--batch", type=int, default=4096, help="throughput: diffchain batch size")
     p.add_argument("--steps", type=int, default=1000, help="throughput: steps per rollout")
     p.add_argument("--mjx-batch", type=int, default=1024)

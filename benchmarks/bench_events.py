@@ -1,8 +1,8 @@
 """Cost of the events module (ground contact, angle limits, adaptive halving; ``diffchain/events.py``) against a plain
 step, float64, on this CPU.
 
-    python experiments/bench_events.py                   # everything (~4-5 min on a 2-core machine)
-    python experiments/bench_events.py --sections single,profile --sizes 5,20 --out /tmp/ev.md
+    python benchmarks/bench_events.py                   # everything (~4-5 min on a 2-core machine)
+    python benchmarks/bench_events.py --sections single,profile --sizes 5,20 --out /tmp/ev.md
 
 Sections (all measured in the same run):
   single   single chain, no vmap: ``event_rollout`` vs ``rollout`` (SeedQuantum, Recursive), T = 1000 quanta, per
@@ -19,7 +19,7 @@ Sections (all measured in the same run):
   grad     reverse-mode gradients of event rollouts (5-link chain, T = ``--grad-steps``): one drop, and
            ``vmap(grad)`` / ``grad(vmap)`` over 64 random drops, against the forward rollout; compile times.
 
-Method (as experiments/bench.py): every timed function is jitted and compiled first (``jit(f).lower().compile()``),
+Method (as benchmarks/bench.py): every timed function is jitted and compiled first (``jit(f).lower().compile()``),
 run once as warm-up, then timed ``--repeats`` times (default 7; 2 for the largest batch) with
 ``jax.block_until_ready``; the tables give the median (min in brackets where useful). The cases compared with each
 other are timed round-robin (one sample of each per round) and their ratio is the median over the rounds of the
@@ -40,7 +40,7 @@ Two traps, both measured while writing this script (see the results file):
   the concurrent executor otherwise waits for a busy core (bimodal timings, up to 2x). ``--cores 0`` leaves the
   affinity alone; section *single* repeats its headline pair that way in a subprocess for comparison.
 
-Prints a report and writes it as markdown to experiments/results/bench-events-<YYYY-MM-DD>.md (``--out`` to change).
+Prints a report and writes it as markdown to benchmarks/results/bench-events-<YYYY-MM-DD>.md (``--out`` to change).
 """
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def _parse():
     p.add_argument("--batches", default="64,1024", help="batch sizes of section batched")
     p.add_argument("--cores", type=int, default=1, help="pin the process to this many cores (0: leave it alone)")
     p.add_argument("--no-unpinned", action="store_true", help="skip the unpinned comparison subprocess")
-    p.add_argument("--out", default=None, help="markdown output (default experiments/results/bench-events-<date>.md)")
+    p.add_argument("--out", default=None, help="markdown output (default benchmarks/results/bench-events-<date>.md)")
     p.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # worker mode: print section results
     args = p.parse_args()
     args.sections = [s.strip() for s in args.sections.split(",") if s.strip()]
@@ -997,7 +997,7 @@ def main():
     t_start = time.perf_counter()
     facts = machine_facts()
     R.add(f"# diffchain events benchmark — {facts['date']}\n")
-    R.add("`python experiments/bench_events.py` — cost of `event_step` / `event_rollout` (diffchain/events.py) "
+    R.add("`python benchmarks/bench_events.py` — cost of `event_step` / `event_rollout` (diffchain/events.py) "
           "against a plain `step` / `rollout`, float64. Method: jit, compile, warm-up call, then "
           f"{ARGS.repeats} timed rounds with `block_until_ready`, cases compared with each other timed round-robin, "
           "median (min in brackets); see the script's docstring for the two traps (returned buffers, threads).\n")

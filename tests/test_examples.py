@@ -1,0 +1,145 @@
+"""The examples (examples/, listed in docs/examples.md) run as a user runs them, shortened: each script with
+``--quick`` in a fresh process with this test's environment, its picture written to a temporary directory and
+checked, its printed result read back and checked for what the short run can show; the notebook's code cells run in
+order. The fresh processes compile with ``jax_disable_most_optimizations`` as the rest of the suite does
+(tests/conftest.py), unless DIFFCHAIN_TEST_FULL_OPT is set.
+"""
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+SCRIPTS = ("throw_to_target.py", "swingup_optax.py", "train_policy.py", "batched_rollout.py")  # each tested below
+NOTEBOOKS = ("quickstart.ipynb",)
+
+
+def _check_png(path):
+    """A picture: a PNG file with something drawn on it."""
+    import matplotlib.image
+
+    assert path.exists(), f"{path} was not written"
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    image = matplotlib.image.imread(path)
+    assert image.ndim == 3 and min(image.shape[:2]) > 200 and image.std() > 0.01, image.shape
+
+
+def _run_quick(script, tmp_path, needs=()):
+    """``python examples/<script> --quick --out <tmp>/<name>.png`` from an empty directory, this tree's diffchain
+    first on the path; returns its standard output after checking the exit status and the picture."""
+    for module in ("matplotlib", *needs):
+        pytest.importorskip(module, reason=f'the example needs {module}: pip install -e ".[examples]"')
+    out = tmp_path / (pathlib.Path(script).stem + ".png")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    if not os.environ.get("DIFFCHAIN_TEST_FULL_OPT"):
+        env["JAX_DISABLE_MOST_OPTIMIZATIONS"] = "1"
+    run = subprocess.run([sys.executable, str(EXAMPLES / script), "--quick", "--out", str(out)], cwd=tmp_path,
+                         env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    _check_png(out)
+    return run.stdout
+
+
+def _number(pattern, text):
+    match = re.search(pattern, text)
+    assert match, f"{pattern!r} not in the output:\n{text[-2000:]}"
+    return float(match.group(1))
+
+
+@pytest.mark.slow
+def test_throw_to_target_quick(tmp_path):
+    """10 gradient steps through impacts: the gradient agrees with central differences, the loss falls, the last
+    throw rests nearer the target than the first."""
+    out = _run_quick("throw_to_target.py", tmp_path, needs=("optax",))
+    assert _number(r"largest relative difference (\S+)", out) < 1e-5
+    losses = [float(v) for v in re.findall(r"^iter +\d+ +loss (\S+)", out, re.M)]
+    assert len(losses) >= 2 and losses[-1] < losses[0], losses
+    target = _number(r"target (\S+)\)", out)
+    first = _number(r"first throw: rests at x = (\S+) m", out)
+    last = _number(r"last throw: rests at x = (\S+) m", out)
+    assert abs(last - target) < abs(first - target), (first, last, target)
+    assert _number(r"last throw: .*\|v\| <= (\S+) m/s", out) < 1e-6  # it lies still
+
+
+@pytest.mark.slow
+def test_swingup_optax_quick(tmp_path):
+    """30 Adam steps through an RK4 rollout: the loss falls (no swing-up yet), the rods keep their lengths."""
+    out = _run_quick("swingup_optax.py", tmp_path, needs=("optax",))
+    start = _number(r"loss (\S+) at the start", out)
+    end = _number(r"at the start, (\S+) after", out)
+    assert end < start, (start, end)
+    assert _number(r"max rod-length error along the motion (\S+) m", out) < 1e-3
+
+
+@pytest.mark.slow
+def test_train_policy_quick(tmp_path):
+    """Evolution strategies, 2 seeds x 30 iterations: on average over the seeds the trained policy beats the random
+    one (a single seed may still be stuck this early; the full run requires a margin of 400 for every seed)."""
+    out = _run_quick("train_policy.py", tmp_path, needs=("optax",))
+    rows = [(float(a), float(b)) for a, b in re.findall(r"^seed \d+: final policy +(\S+) +random policy +(\S+)",
+                                                        out, re.M)]
+    assert len(rows) == 2, out
+    assert all(0 < final <= 500 and 5 < rand < 100 for final, rand in rows), rows
+    assert sum(final - rand for final, rand in rows) / len(rows) > 0, rows
+
+
+def test_batched_rollout_quick(tmp_path):
+    """64 random starts and 64 random models under ``jit(vmap(rollout))``: no NaN, the rods keep their lengths, the
+    energy drifts little. The cheapest example: the everyday tier runs it."""
+    out = _run_quick("batched_rollout.py", tmp_path)
+    rows = re.findall(r"^64 (states|models), seed +\S+ +\S+ +(\S+) +(\S+) +(\d+)$", out, re.M)
+    assert [r[0] for r in rows] == ["states", "models"], out
+    for _, rod_err, drift, nan in rows:
+        assert float(rod_err) < 1e-3 and float(drift) < 1e-2 and int(nan) == 0, rows
+    assert len(re.findall(r"^64 (?:states|models), seed +\S+ +\S+ +\S+e\+\d+", out, re.M)) == 2  # copy-steps/s
+
+
+@pytest.mark.slow
+def test_quickstart_notebook_runs():
+    """Every code cell of the notebook, in order, in one namespace (in this process): the two solvers agree, the
+    simulation keeps its energy, the gradient and the batch are finite, and it draws its three figures."""
+    import jax.numpy as jnp
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = EXAMPLES / "quickstart.ipynb"
+    plt.close("all")
+    namespace = {}
+    try:
+        for cell in json.loads(path.read_text())["cells"]:
+            if cell["cell_type"] == "code":
+                exec(compile("".join(cell["source"]), str(path), "exec"), namespace)
+        assert len(plt.get_fignums()) == 3
+    finally:
+        plt.close("all")
+    ns = namespace
+    assert float(jnp.max(jnp.abs(ns["a_rec"] - ns["a_kkt"]))) < 1e-9
+    energy0 = ns["dc"].energy(ns["arm"], ns["state"])
+    assert float(jnp.max(jnp.abs(ns["E"] - energy0)) / jnp.abs(energy0)) < 1e-3
+    assert bool(jnp.all(jnp.isfinite(ns["g"]))) and float(jnp.max(jnp.abs(ns["g"]))) > 0
+    assert ns["tips"].shape == (1024, 2) and bool(jnp.all(jnp.isfinite(ns["tips"])))
+
+
+def test_every_example_is_documented_and_tested():
+    """examples/ holds exactly the examples this file runs; each script has ``--quick`` and ``--out``, and
+    docs/examples.md gives the command that runs each example."""
+    assert sorted(p.name for p in EXAMPLES.glob("*.py")) == sorted(SCRIPTS)
+    assert sorted(p.name for p in EXAMPLES.glob("*.ipynb")) == sorted(NOTEBOOKS)
+    for script in SCRIPTS:
+        text = (EXAMPLES / script).read_text()
+        assert '"--quick"' in text and '"--out"' in text, script
+    page = ROOT / "docs" / "examples.md"
+    if not page.exists():
+        pytest.skip("docs/ is not in this tree")
+    text = page.read_text()
+    for name in SCRIPTS + NOTEBOOKS:
+        assert f"examples/{name}" in text, name
+    for script in SCRIPTS:
+        assert f"python examples/{script}" in text, script
