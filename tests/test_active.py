@@ -259,7 +259,10 @@ def test_recursion_gradients_equal_kkt_gradients(problem, seed, stab, off_manifo
     tol = max(1e-9, 1e-15 * kkt_condition(chain, state, control, active))
     for name, u, v in zip(("x", "v", "alpha_w", "m", "tau"), g1, g2):
         assert np.all(np.isfinite(u)), (name, desc)
-        assert _rel(u, v) <= tol, (name, _rel(u, v), desc)
+        # relative, but a gradient that vanishes (e.g. of a lone slider point) is compared absolutely: both solvers
+        # give it as round-off of O(1) quantities, ~1e-15 (a relative comparison of two round-offs is meaningless)
+        err = np.max(np.abs(np.asarray(u) - np.asarray(v)), initial=0.0)
+        assert err <= tol * max(np.max(np.abs(np.asarray(v)), initial=0.0), 1e-5), (name, _rel(u, v), desc)
 
 
 @pytest.mark.parametrize("stab", [NO_STAB, 0.05])

@@ -4,10 +4,6 @@ model that balances the chain model."""
 import functools
 import importlib.util
 import math
-import os
-import pathlib
-import subprocess
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -17,7 +13,6 @@ import pytest
 from diffchain import envs
 from diffchain.envs import TASKS, BraxEnv, CartPoleBalance
 
-ROOT = pathlib.Path(__file__).parent.parent
 needs_gym = pytest.mark.skipif(importlib.util.find_spec("gymnasium") is None, reason="gymnasium not installed")
 RTOL, ATOL = 1e-10, 1e-12  # Gymnasium computes in float64
 
@@ -355,16 +350,3 @@ def test_open_loop_pendulum_is_too_weak_to_lift_directly():
         heights.append(float(state.sim.x[1, 1] - state.sim.x[0, 1]))
     assert heights[0] > -1.0 and max(heights) < 0.0
     assert math.isclose(float(reward), heights[-1], rel_tol=1e-9)  # reward cos(theta from the upright) = height
-
-
-# ------------------------------------------------------------------------------------------ the training example
-
-@pytest.mark.slow
-def test_train_policy_example_runs_quick():
-    """The example's pipeline end to end (2 seeds, 3 iterations, short episodes; its compile with XLA's light
-    optimisation, as the rest of the suite)."""
-    run = subprocess.run([sys.executable, str(ROOT / "experiments" / "train_policy.py"), "--quick"],
-                         capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "JAX_DISABLE_MOST_OPTIMIZATIONS": "1"})
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert "random policy" in run.stdout
