@@ -11,7 +11,7 @@ Sections (all measured in the same run):
            did happen; the headline pair once more without pinning the process to one core (a subprocess);
   budget   ``slots`` 3/4/8, ``max_depth`` 0 vs 3 and a low halving threshold (5-link chain, single);
   batched  ``jit(vmap(...))`` over B = 64, 1024 random drops of the 5-link chain, T = 200;
-  kkt      ``solver=ActiveKKT()`` vs the default ``ActiveRecursive()`` (5-link chain, single), for information;
+  kkt      ``solver=KKT()`` vs the default ``Recursive()`` (5-link chain, single), for information;
   profile  where the single-chain time goes: a ladder of rollouts that adds the pieces of a quiet event quantum one at
            a time (Part I ``Recursive`` step -> Part II ``active_dynamics_recursive`` step ->
            ``events.constrained_dynamics`` -> + ``events.detect`` -> a quiet quantum's one slot -> ``event_rollout``),
@@ -99,14 +99,14 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
-from diffchain._solvers import held as dca  # noqa: E402
+from diffchain._xla import small_chain as dca  # noqa: E402  (SMALL_MAX)
 from diffchain._events import detection as dcd, dynamics as dce  # noqa: E402  (the pieces of section profile)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from benchutil import Report, cpu_description, fmt_t, md_table  # noqa: E402
 with open(dce.__file__) as _fh:  # does constrained_dynamics fall back to the Part I solver when no joint is held?
-    PART_ONE = hasattr(dc.ActiveRecursive(), "part_one") and "part_one" in _fh.read()
+    PART_ONE = "solver(ch, s_in, u, stab_in)" in _fh.read()
 F64 = jnp.float64
 DT = 1e-3
 K_BUDGET = 5             # links of the chain used for the budget / batched / kkt sections and the reading
@@ -197,7 +197,7 @@ def machine_facts():
         "equinox / numpy": f"{eqx_v} / {np.__version__}",
         "diffchain commit": commit,
         "diffchain imported from": f"`{pkg}` (sha1 of its *.py: {digest.hexdigest()[:12]})",
-        "constrained_dynamics with no joint held": ("Part I solver (`ActiveSolver.part_one` fallback)" if PART_ONE
+        "constrained_dynamics with no joint held": ("Part I solver (the solver's Part I call)" if PART_ONE
                                                     else "Part II solver (`active_dynamics_recursive`)"),
         "XLA_FLAGS (effective)": "`" + (os.environ.get("XLA_FLAGS", "") or "(none)") + "`",
         "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", "(unset)"),
@@ -226,7 +226,7 @@ def make_events(n, ground=0.0, **kw):
     return dc.Events(n, ground=ground, theta_min=-2.0, theta_max=2.0, **kw)
 
 
-def ev_fn(T, solver=dc.ActiveRecursive()):
+def ev_fn(T, solver=dc.Recursive()):
     """The timed event rollout: ``event_rollout`` (with its start check), final state only."""
     def f(chain, events, es):
         return dc.event_rollout(chain, events, es, None, DT, n_steps=T, solver=solver)[0]
@@ -240,7 +240,7 @@ def plain_fn(T, solver=dc.Recursive()):
     return f
 
 
-def rep_fn(T, solver=dc.ActiveRecursive()):
+def rep_fn(T, solver=dc.Recursive()):
     """The reporting rollout: ``check_event_state`` + ``lax.scan`` of ``event_step`` (what ``event_rollout`` does,
     zero control) that sums the StepReports in its carry instead of stacking them. Returns (final, totals)."""
     def f(chain, events, es):
@@ -353,7 +353,7 @@ def section_single():
     R.add(f"## 1. Single chain (no vmap): event_rollout vs rollout, T = {T} quanta, dt = {DT:g}\n")
     R.add("`free_chain(k, mass=1, length=0.5)`, n = k + 1 points, dropped as a zig-zag from 1 m (link 1 tilted 0.25 rad, "
           "relative angles ∓0.5, alternate joint rates ∓8 rad/s; see `drop_state`). *event* = "
-          "`event_rollout(chain, Events(n, ground=0, theta_min=-2, theta_max=2), ...)` (ActiveRecursive, slots 8, "
+          "`event_rollout(chain, Events(n, ground=0, theta_min=-2, theta_max=2), ...)` (Recursive, slots 8, "
           "max_depth 3, threshold 1), final state returned; *plain* = `rollout(..., SeedQuantum(), Recursive())` of "
           "the same chain and start (it falls through the ground), final state returned. *active*: the drop onto "
           "y = 0 (the chain lands after ≈ 0.4 s and lies on the ground for the rest); *quiet*: the same compiled "
@@ -537,15 +537,15 @@ def section_batched():
 def section_kkt(single):
     T, k = ARGS.steps, K_BUDGET
     n = k + 1
-    R.add(f"## 4. Solver: ActiveKKT vs ActiveRecursive ({k}-link chain, single, active drop, T = {T})\n")
-    R.add("For information: the event rollout (reporting scan) with `solver=ActiveKKT()` (dense KKT with the active "
-          "rows) against the default `ActiveRecursive()`; the plain rollout with `KKT()` against `Recursive()`. "
+    R.add(f"## 4. Solver: KKT vs Recursive ({k}-link chain, single, active drop, T = {T})\n")
+    R.add("For information: the event rollout (reporting scan) with `solver=KKT()` (dense KKT with the held "
+          "rows) against the default `Recursive()`; the plain rollout with `KKT()` against `Recursive()`. "
           "Round-robin timing.\n")
     chain, s = drop_state(k, 8.0)
     es, ev = dc.EventState(s), make_events(n, 0.0)
     cases, info = {}, {}
-    for name, esolver, psolver in (("recursive", dc.ActiveRecursive(), dc.Recursive()),
-                                   ("kkt", dc.ActiveKKT(), dc.KKT())):
+    for name, esolver, psolver in (("recursive", dc.Recursive(), dc.Recursive()),
+                                   ("kkt", dc.KKT(), dc.KKT())):
         pre = single["res"][k].get("fr") if (single and name == "recursive" and k in single["res"]) else None
         fe, ce = (pre, single["res"][k]["compile_rep"]) if pre is not None else compile_fn(rep_fn(T, esolver), chain,
                                                                                            ev, es)
@@ -566,7 +566,7 @@ def section_kkt(single):
     dx = float(jnp.max(jnp.abs(res["kkt"]["final"].state.x - res["recursive"]["final"].state.x)))
     R.add(md_table(["event solver / plain solver", "event per quantum", "plain per quantum", "event / plain",
                     "impacts", "limit hits", "slots/quantum", "compile event"], rows))
-    R.add(f"\nActiveKKT / ActiveRecursive event rollout: {res['kkt_over_rec']:.2f}×; max |x_final(KKT) − "
+    R.add(f"\nKKT / Recursive event rollout: {res['kkt_over_rec']:.2f}×; max |x_final(KKT) − "
           f"x_final(recursive)| = {dx:.1e} m after {T} quanta"
           + (" (same physics, not the same trajectory: round-off differences between the solvers change the timing "
              "and order of the contacts of the landing; see the impact counts)." if dx > 1e-6 else ".") + "\n")
@@ -768,7 +768,7 @@ def section_profile(single):
           "with `active_dynamics_recursive` as the solver (nothing held); *+ masks/reactions* = with "
           "`events.constrained_dynamics` (the solver call each slot makes: masks, PD/impulse inputs, the solver, the "
           "reactions R; in the measured tree, with no joint held, its solver is "
-          + ("the Part I recursion via `ActiveSolver.part_one` inside a `lax.cond`" if PART_ONE else
+          + ("the Part I recursion via the solver's Part I call inside a `lax.cond`" if PART_ONE else
              "the Part II recursion") + "); *+ detect* = plus `events.detect`; *1 slot* = a quiet quantum without its bookkeeping (its one "
           "slot: detect with the accelerations cached by the last quantum, the quantum integrated, one constrained "
           "call at its end, error estimate); *event_rollout* on the quiet start (section 1's compiled function). All rollouts of a "
@@ -980,7 +980,7 @@ def reading(single, budget, batched, kkt, prof):
                     "nothing where it is not used.")
             parts.append(txt)
     if kkt:
-        parts.append(f"ActiveKKT instead of ActiveRecursive: {kkt['kkt_over_rec']:.2f}× the event quantum at "
+        parts.append(f"KKT instead of Recursive: {kkt['kkt_over_rec']:.2f}× the event quantum at "
                      f"n = {kb + 1}.")
     return " ".join(parts)
 

@@ -7,7 +7,7 @@ from ._solvers.base import Solver
 from ._solvers.dense import KKT, Larin, NullSpace, RangeSpace
 from ._solvers.forward import forward_dynamics
 from ._solvers.recursive_solver import Recursive
-from ._simulate.integrators import RK4, Integrator, SeedQuantum, SemiImplicitEuler
+from ._simulate.integrators import RK4, Integrator, SeedQuantum, SemiImplicitEuler, VelocityVerlet
 from ._simulate.projection import RATTLE, Projected, project
 from ._simulate.rollout import Backend, check_state, constraint_violation, rollout, step
 from ._xla.point_major_backend import PointMajor
@@ -32,7 +32,7 @@ __all__ = [
     # forward dynamics: one solver interface, every solver on every model it applies to (seeds 000-004)
     "Solver", "Recursive", "KKT", "RangeSpace", "NullSpace", "Larin", "forward_dynamics",
     # integration, sensitivities
-    "RK4", "Integrator", "SeedQuantum", "SemiImplicitEuler",
+    "RK4", "Integrator", "SeedQuantum", "SemiImplicitEuler", "VelocityVerlet",
     "check_state", "constraint_violation", "rollout", "step", "da_dF", "dalpha_dtau", "Backend", "PointMajor",
     "Projected", "RATTLE", "project",
     # batching: a batch spread over several devices

@@ -262,7 +262,7 @@ def test_quiet_trial_gives_what_the_first_slot_gives(drop, monkeypatch):
     # where the quiet trial applies: a quantum whose first slot is a cache hit and finishes it (one slot, no release)
     starts = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b[:-1]]), dc.EventState(state), traj)
     quiet = jax.jit(jax.vmap(lambda e: quiet_trial(chain, events, e, e.a, dc.Control(n=chain.n), jnp.asarray(DT),
-                                                   5 * DT, dc.Recursive())[-1] & e.fresh))(starts)
+                                                   5 * DT, dc.Recursive(), dc.VelocityVerlet())[-1] & e.fresh))(starts)
     quiet = np.asarray(quiet)
     busy = (np.asarray(rep.slots) > 1) | np.any(np.asarray(rep.releases) | np.asarray(rep.limit_releases), -1)
     assert quiet.mean() > 0.9 and not np.any(quiet & busy)
@@ -274,7 +274,9 @@ def test_quiet_trial_gives_what_the_first_slot_gives(drop, monkeypatch):
 def test_first_same_as_last_cache_changes_nothing(drop):
     """A quantum that starts where the last one ended, under the same control, reuses that quantum's final solver call
     instead of a refresh (EventState.fresh). Forcing the refresh every quantum must give the same events and the same
-    trajectory, with a control that stays constant for stretches (cache hits) and jumps (misses)."""
+    trajectory, with a control that stays constant for stretches (cache hits) and jumps (misses). With the seed's
+    quantum: with velocity Verlet the cache is part of the scheme (its last call is at the predicted velocity, the
+    refresh's at the corrected one), checked against its reference in tests/test_event_integrators.py."""
     chain, events, state, _, _ = drop
     tau = jnp.zeros((1500, chain.n)).at[:, 2].set(jnp.repeat(jnp.array([0.0, 2.0, -1.5, 0.5, 0.0]), 300))
 
@@ -282,7 +284,7 @@ def test_first_same_as_last_cache_changes_nothing(drop):
     def run(refresh):  # one compiled program for both runs
         def body(e, u):
             e = eqx.tree_at(lambda e: e.fresh, e, e.fresh & ~refresh)
-            e, rep = dc.event_step(chain, events, e, u, DT)
+            e, rep = dc.event_step(chain, events, e, u, DT, integrator=dc.SeedQuantum())
             return e, (e, rep)
         return jax.lax.scan(body, dc.EventState(state), dc.Control(tau=tau))[1]
 
@@ -360,7 +362,8 @@ def test_fig6_halving_keeps_a_nearly_straight_run_sane():
     out = {}
     for depth in (0, 3):
         events = dc.Events(chain.n, ground=0.0, max_depth=depth)
-        _, (traj, rep) = jax.jit(lambda e: dc.event_rollout(chain, events, e, None, DT, n_steps=200, check=False))(es)
+        _, (traj, rep) = jax.jit(lambda e: dc.event_rollout(chain, events, e, None, DT, n_steps=200, check=False,
+                                                            integrator=dc.SeedQuantum()))(es)  # the seed's figure
         out[depth] = np.asarray(traj.state.x)[:, 1, 1].max(), np.abs(np.asarray(traj.state.v)).max(), rep
     sag = np.sqrt(1.0 - (1 - d) ** 2 * np.cos(beta) ** 2)  # where joint 2 sits once the rods have their length
     assert out[0][0] > 10 * sag and out[0][2].halvings.sum() == 0  # the plain step explodes
@@ -434,7 +437,7 @@ def test_exhausted_budget_finishes_with_a_plain_quantum():
     events = dc.Events(chain.n, ground=-100.0, slots=3, threshold=0.0, max_depth=4)
     state = dc.from_joint_angles(chain, jnp.array([0.3, -0.6, 0.9]), jnp.array([1.0, -2.0, 3.0]), base=(0.0, 1.0))
     u = dc.Control(tau=jnp.array([0.5, -1.0, 0.3, 0.0]))
-    out, rep = jax.jit(lambda e: dc.event_step(chain, events, e, u, DT))(dc.EventState(state))
+    out, rep = jax.jit(lambda e: dc.event_step(chain, events, e, u, DT, integrator=dc.SeedQuantum()))(dc.EventState(state))
     assert bool(rep.exhausted) and int(rep.slots) == 3 and int(rep.halvings) == 1 and int(rep.events) == 0
     ref = dc.step(chain, state, u, DT, integrator=dc.SeedQuantum())
     np.testing.assert_allclose(out.state.x, ref.x, rtol=0, atol=1e-15)

@@ -219,6 +219,8 @@ CASES = [
      "event_rollout: n_steps must be", S),
     ("event solver", lambda dt: ev_roll(dt=dt, solver="kkt"), (sc(DT),), TypeError,
      "event_rollout: solver must be a solver instance", T),
+    ("event integrator", lambda dt: ev_roll(dt=dt, integrator=dc.RK4()), (sc(DT),), TypeError,
+     r"event_rollout: integrator must be VelocityVerlet\(\) or SeedQuantum\(\) .* got RK4", T),
     ("event state type", lambda x: ev_roll(es=dc.State(x)), (S0.x,), TypeError, "event_rollout: es must be", T),
     ("event controls no time axis", lambda tau: ev_roll(controls=dc.Control(tau=tau)), (jnp.zeros(3),), ValueError,
      "event_rollout: controls must carry a leading time axis", S),

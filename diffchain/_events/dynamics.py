@@ -17,7 +17,7 @@ from .._xla.batching import _explicit, one_chain_or, rare_cond
 from .._model.forces import external_forces, torque_forces
 from .detection import limit_arc
 from .state import EventState, Events
-from .._model.geometry import _pad_diff, joint_velocities, links
+from .._model.geometry import _pad_diff, joint_velocities, links, wrap_angle
 from .._model.inertia import mass_matrix
 from .._model.chain import Chain, Control, State
 from .._xla.loops import FUSED_MAX
@@ -31,6 +31,53 @@ def _mass_times(chain: Chain, a):
     if chain.has_links:
         return (mass_matrix(chain) @ a.reshape(-1)).reshape(a.shape)
     return chain.m[:, None] * a
+
+
+def _active_rows(chain: Chain, es: EventState, x):
+    """The rows J (m, 2n) of the constraints switched on, each scaled to unit length, and their scales: the rods
+    (r_k^T (q_{k+1} - q_k)), the pinned points (q_i: guided or stuck), the sliders (s_i^T q_i) and the held joints
+    (the rows of seed eq. 13); rows switched off are zero."""
+    n, dt = chain.n, x.dtype
+    pinned = chain.guided | es.stuck
+    slider = chain.slider_mask & ~pinned
+    eye = jnp.eye(2 * n, dtype=dt)
+    _, _, r = links(x)
+    k = jnp.arange(n - 1)
+    rods = jnp.zeros((n - 1, n, 2), dt).at[k, k].set(-r).at[k, k + 1].set(r).reshape(n - 1, 2 * n)
+    rods = jnp.where(chain.rod_on[:, None], rods, 0.0)
+    ex, ey = eye[0::2], eye[1::2]  # q_i's x and y components
+    rows_x = jnp.where(pinned[:, None], ex, jnp.where(slider[:, None], ex * chain.s[:, :1] + ey * chain.s[:, 1:], 0.0))
+    rows_y = jnp.where(pinned[:, None], ey, 0.0)
+    joints = jnp.where(es.held[:, None], joint_rows(x).reshape(n, 2 * n), 0.0) if n > 1 else jnp.zeros((0, 2 * n), dt)
+    J = jnp.concatenate([rods, rows_x, rows_y, joints])
+    norm = jnp.sqrt(jnp.sum(J * J, -1))
+    scale = jnp.where(norm > 0, norm, 1.0)
+    return J / scale[:, None], scale
+
+
+def _mass_metric_step(chain: Chain, J, q, target):
+    """dq with J (q + dq) = target on the rows of J (unit rows, zero ones ignored), the smallest in the mass metric:
+    q + dq is the M-orthogonal projection of q onto {J q = target}. A regularised least-squares residual, robust to
+    rank loss (see :func:`impulse_projection`); the part of q in the range of the rows is removed, the target's
+    added."""
+    n, dt = chain.n, q.dtype
+    qf = q.reshape(-1)
+    if chain.has_links:
+        C = jnp.linalg.cholesky(mass_matrix(chain))
+        A = jax.scipy.linalg.solve_triangular(C, J.T, lower=True).T
+        w = C.T @ qf
+    else:
+        sq = jnp.sqrt(jnp.repeat(chain.m, 2))
+        A, w = J / sq, sq * qf
+    mu = jnp.finfo(dt).eps ** 0.625 * jnp.max(jnp.sqrt(jnp.sum(A * A, -1)))
+    Q, R = jnp.linalg.qr(jnp.concatenate([A.T, mu * jnp.eye(A.shape[0], dtype=dt)]))
+    Q1 = Q[: 2 * n]
+    w_new = w - Q1 @ (Q1.T @ w) + Q1 @ jax.scipy.linalg.solve_triangular(R.T, target, lower=True)
+    if chain.has_links:
+        q_new = jax.scipy.linalg.solve_triangular(C.T, w_new, lower=False)
+    else:
+        q_new = w_new / sq
+    return q_new.reshape(n, 2) - q
 
 
 def impulse_projection(chain: Chain, es: EventState, x, v):
@@ -52,45 +99,36 @@ def impulse_projection(chain: Chain, es: EventState, x, v):
     = Q1 Q1^T, whose eigenvalues lie in [0, 1), so |w+| <= |w| in floating point too (Q orthonormal). mu =
     eps^(5/8) max_k |A_k| (1.6e-10 relative in float64): constraints enforced to (mu / sigma)^2 along singular values
     sigma of A above mu, the pseudo-inverse's null space below it; a moving guided point adds Q1 R^-T (its rate)."""
-    n, dt = chain.n, x.dtype
-    stuck = es.stuck
-    pinned = chain.guided | stuck
-    slider = chain.slider_mask & ~pinned
-    eye = jnp.eye(2 * n, dtype=dt)
-    # the candidate rows (4n - 1, 2n), zero where switched off
-    _, _, r = links(x)
-    k = jnp.arange(n - 1)
-    rods = jnp.zeros((n - 1, n, 2), dt).at[k, k].set(-r).at[k, k + 1].set(r).reshape(n - 1, 2 * n)
-    ex, ey = eye[0::2], eye[1::2]  # v_i's x and y components
-    rows_x = jnp.where(pinned[:, None], ex, jnp.where(slider[:, None], ex * chain.s[:, :1] + ey * chain.s[:, 1:], 0.0))
-    rows_y = jnp.where(pinned[:, None], ey, 0.0)
-    joints = jnp.where(es.held[:, None], joint_rows(x).reshape(n, 2 * n), 0.0) if n > 1 else jnp.zeros((0, 2 * n), dt)
-    J = jnp.concatenate([rods, rows_x, rows_y, joints])
-    norm = jnp.sqrt(jnp.sum(J * J, -1, keepdims=True))
-    J = J / jnp.where(norm > 0, norm, 1.0)
+    n = chain.n
+    J, _ = _active_rows(chain, es, x)
     # target rates: 0, but a guided point that is not stuck keeps its velocity
-    keep = chain.guided & ~stuck
-    target = jnp.concatenate([jnp.zeros((n - 1,), dt), jnp.where(keep, v[:, 0], 0.0), jnp.where(keep, v[:, 1], 0.0),
-                              jnp.zeros((J.shape[0] - 3 * n + 1,), dt)])
-    vf = v.reshape(-1)
-    if chain.has_links:
-        C = jnp.linalg.cholesky(mass_matrix(chain))
-        A = jax.scipy.linalg.solve_triangular(C, J.T, lower=True).T
-        w = C.T @ vf
-    else:
-        sq = jnp.sqrt(jnp.repeat(chain.m, 2))
-        A, w = J / sq, sq * vf
-    m_rows = A.shape[0]
-    mu = jnp.finfo(dt).eps ** 0.625 * jnp.max(jnp.sqrt(jnp.sum(A * A, -1)))
-    Q, R = jnp.linalg.qr(jnp.concatenate([A.T, mu * jnp.eye(m_rows, dtype=dt)]))
-    Q1 = Q[: 2 * n]
-    w_new = w - Q1 @ (Q1.T @ w)
-    w_new = w_new + Q1 @ jax.scipy.linalg.solve_triangular(R.T, target, lower=True)
-    if chain.has_links:
-        v_new = jax.scipy.linalg.solve_triangular(C.T, w_new, lower=False)
-    else:
-        v_new = w_new / sq
-    return v_new.reshape(n, 2) - v
+    keep = chain.guided & ~es.stuck
+    target = jnp.concatenate([jnp.zeros((n - 1,), x.dtype), jnp.where(keep, v[:, 0], 0.0),
+                              jnp.where(keep, v[:, 1], 0.0), jnp.zeros((J.shape[0] - 3 * n + 1,), x.dtype)])
+    return _mass_metric_step(chain, J, v, target)
+
+
+def project_onto_active(chain: Chain, events: Events, es: EventState, iterations: int = 1) -> State:
+    """``es.state`` moved onto the constraints switched on, in the mass metric: ``iterations`` Newton steps
+    dx = -M^-1 J^T (J M^-1 J^T)^-1 Phi(x) on the rods' lengths, the stuck points' pins, the guided points' positions
+    (held where they are), the sliders' lines and the held joints' limits, then the velocities projected onto the
+    tangent space there (:func:`impulse_projection`, which never raises the kinetic energy)."""
+    n, x, v = chain.n, es.state.x, es.state.v
+    lo, hi, _ = limit_arc(events)
+    limit = jnp.where(es.side > 0, hi, lo)
+    for _ in range(iterations):
+        J, scale = _active_rows(chain, es, x)
+        d = jnp.linalg.norm(x[1:] - x[:-1], axis=-1)
+        pin = jnp.where(es.stuck[:, None], es.pin, x)  # guided points held where they are
+        line = jnp.sum(chain.s * x, -1) - chain.c
+        theta = _pad_diff(jnp.arctan2(x[1:, 1] - x[:-1, 1], x[1:, 0] - x[:-1, 0]))
+        # J (x + dx) = J x - Phi: each row's value moved by minus its residual (on the row's scale)
+        free_slider = chain.slider_mask & ~chain.guided & ~es.stuck
+        phi = jnp.concatenate([d - chain.l, jnp.where(free_slider, line, x[:, 0] - pin[:, 0]), x[:, 1] - pin[:, 1],
+                               wrap_angle(theta - limit)[: J.shape[0] - 3 * n + 1]])
+        on = jnp.any(J != 0, -1)
+        x = x + _mass_metric_step(chain, J, x, jnp.where(on, J @ x.reshape(-1) - phi / scale, 0.0))
+    return State(x, v + impulse_projection(chain, es, x, v), es.state.t)
 
 
 def constrained_dynamics(chain: Chain, events: Events, es: EventState, x, v, t, control: Control, stab, impulse,

@@ -46,6 +46,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from .._simulate.integrators import Integrator, SeedQuantum, VelocityVerlet
+from .._simulate.projection import Projected
 from .._solvers.base import Solver
 from .._solvers.recursive_solver import Recursive
 from .._xla.batching import _explicit, one_chain_or, rare_cond, scan_until
@@ -54,7 +56,7 @@ from .detection import _angles, _ends_beyond, _quantum, detect, limit_arc, onto_
 from .state import EventState, Events, StepReport, _cache, _none
 from .._model.geometry import joint_accelerations, joint_velocities, wrap_angle
 from .._model.chain import Chain, Control, State, check_sizes
-from .dynamics import _where, constrained_dynamics
+from .dynamics import _where, constrained_dynamics, project_onto_active
 
 
 def _error_estimate(a1, a, h):
@@ -100,7 +102,20 @@ def _limits_crossed_c(events: Events, held, theta, x, x1):
     return out
 
 
-def _quiet_trial(chain: Chain, events: Events, es: EventState, a, control: Control, dt, stab, solver):
+def _velocity(integrator, v, a, a1, h):
+    """The velocity at the end of an accepted sub-quantum of length h from the accelerations at its start (a) and at
+    its end (a1, with the predicted velocity v + h a): the seed's v + h a, or velocity Verlet's v + h (a + a1) / 2.
+
+    With velocity Verlet a1 is also the next sub-quantum's start accelerations (the cache, "first same as last"),
+    although the velocity there is v + h (a + a1) / 2 and not the predicted one: the predictor-corrector form without
+    a second evaluation (PEC), second order like the form with one (its difference is O(h^2) in a1). A quantum whose
+    cache is not valid (a changed control, an event, a release) starts with a call at its start state."""
+    if isinstance(integrator, VelocityVerlet):
+        return v + 0.5 * h * (a + a1)
+    return v + h * a
+
+
+def _quiet_trial(chain: Chain, events: Events, es: EventState, a, control: Control, dt, stab, solver, integrator):
     """The one slot of a quantum in which nothing happens, written for that case alone: the trial over the whole
     quantum from the cached start accelerations ``a`` (seed §3), its solver call at the end and the error
     estimate. Returns x1, v1, the call's (a, tau_w, R), the estimate, and whether the trial is quiet: nothing crosses
@@ -115,6 +130,7 @@ def _quiet_trial(chain: Chain, events: Events, es: EventState, a, control: Contr
     limit = one_chain_or(lambda _: _limits_crossed_c(events, es.held, es.theta, x, x1) if chain.n > 1 else
                          jnp.any(hit_hi | hit_lo), lambda _: jnp.any(hit_hi | hit_lo), None)
     a1, tau_w, R = constrained_dynamics(chain, events, es, x1, v1, es.state.t, control, stab, False, solver)
+    v1 = _velocity(integrator, v, a, a1, h)
     err = _error_estimate(a1, a, h)
     quiet = (((err <= events.threshold) | (events.max_depth == 0)) & ~jnp.any(hit) & ~limit
              & ~jnp.any(jnp.stack(_release_tests(chain, events, es, R, tau_w))))
@@ -122,24 +138,45 @@ def _quiet_trial(chain: Chain, events: Events, es: EventState, a, control: Contr
 
 
 def event_step(chain: Chain, events: Events, es: EventState, control: Control, dt, *,
-               solver: Solver = Recursive(), stab_factor: float = 5.0):
+               solver: Solver = Recursive(), integrator: Integrator = VelocityVerlet()):
     """One quantum of length ``dt`` with contacts, angle limits, anomalies and adaptive halving (seed §7, §12).
 
-    Returns the new :class:`EventState` and a :class:`StepReport`. The integrator is the seed's constant-acceleration
-    quantum (the event times are roots of its quadratic). ``solver``: :class:`diffchain.Recursive` (O(n), point
-    masses) or a dense solver such as :class:`diffchain.KKT` (rigid links too). PD drift correction time constant stab_factor * dt.
+    Returns the new :class:`EventState` and a :class:`StepReport`. Within a quantum the positions follow the seed's
+    quadratic (the event times are its roots); ``integrator`` sets the velocity update:
+    :class:`diffchain.VelocityVerlet`
+    (the default: second order; on a swinging chain its energy error is a few thousandths of the seed's) or
+    :class:`diffchain.SeedQuantum` (the seed as written, whose energy grows), and its ``stab_factor`` the PD drift
+    correction time constant stab_factor * dt; :class:`diffchain.Projected` around either moves the state onto the
+    constraints switched on after each quantum.
+    ``solver``: :class:`diffchain.Recursive` (O(n), point masses) or a dense solver such as :class:`diffchain.KKT`
+    (rigid links too).
     """
-    return _event_quantum(chain, events, es, control, dt, solver, stab_factor)
+    check_event_integrator(integrator, "event_step")
+    return _event_quantum(chain, events, es, control, dt, solver, integrator)
 
 
-def _event_quantum(chain: Chain, events: Events, es: EventState, control: Control, dt, solver, stab_factor):
+def check_event_integrator(integrator, who):
+    """TypeError unless ``integrator`` is one whose positions follow the seed's quadratic within a quantum (or such an
+    integrator, projected)."""
+    base = integrator.base if isinstance(integrator, Projected) else integrator
+    if not isinstance(base, (VelocityVerlet, SeedQuantum)):
+        got = (f"the class {integrator.__name__}" if isinstance(integrator, type)
+               else f"{integrator!r} (of type {type(integrator).__name__})")
+        raise TypeError(f"{who}: integrator must be VelocityVerlet() or SeedQuantum() (their positions follow the "
+                        f"seed's constant-acceleration quadratic, whose roots are the event times), or one of them "
+                        f"Projected(), got {got}")
+
+
+def _event_quantum(chain: Chain, events: Events, es: EventState, control: Control, dt, solver, integrator):
     """:func:`event_step` from ``es``."""
+    projected = integrator if isinstance(integrator, Projected) else None
+    integrator = integrator.base if projected else integrator
     n, dtype = chain.n, chain.m.dtype
     if events.n != n:
         raise ValueError(f"event_step: the Events are for n = {events.n} points, the chain has n = {n}")
     check_sizes(chain, es.state, control, "event_step")
     dt = jnp.asarray(dt, dtype)
-    stab = stab_factor * dt
+    stab = jnp.inf if integrator.stab_factor is None else integrator.stab_factor * dt  # inf: no correction
     t0 = es.state.t
     zb, zi = jnp.zeros((n,), bool), jnp.zeros((), jnp.int32)
     report0 = StepReport(zb, zb, zb, zb, zi, zi, zi, zi, jnp.zeros((), bool), jnp.zeros((), dtype))
@@ -229,7 +266,7 @@ def _event_quantum(chain: Chain, events: Events, es: EventState, control: Contro
                            jnp.where(accept, jnp.maximum(rep.error, err), rep.error), rep.exhausted | last))
         # the new state of the slot
         t_acc = jnp.where(h >= remaining, dt, t + h)
-        es_acc = eqx.tree_at(lambda e: e.state, es_, State(x1, v1, t0 + t_acc))
+        es_acc = eqx.tree_at(lambda e: e.state, es_, State(x1, _velocity(integrator, v, a, a_s, h), t0 + t_acc))
         es_fin = eqx.tree_at(lambda e: e.state, es_, State(*_quantum(x, v, a_s, h), t0 + dt))
         v_e = ve + a_s
         es_imp = eqx.tree_at(lambda e: e.state, es_event, State(
@@ -285,7 +322,8 @@ def _event_quantum(chain: Chain, events: Events, es: EventState, control: Contro
     # most quanta are quiet: there the quiet trial's result is what the first slot gives; elsewhere the slots run the
     # quantum from its start (scan_until, see the module docstring)
     # the trial starts from es itself: where it is taken nothing was released at the start, so es is the carry's
-    x1, v1, (a1, tau_w1, R1), err1, quiet = _quiet_trial(chain, events, es0, es.a, control, dt, stab, solver)
+    x1, v1, (a1, tau_w1, R1), err1, quiet = _quiet_trial(chain, events, es0, es.a, control, dt, stab, solver,
+                                                         integrator)
     rep1 = eqx.tree_at(lambda r: (r.slots, r.substeps, r.error), report0, (report0.slots + 1, report0.substeps + 1,
                                                                             jnp.maximum(report0.error, err1)))
 
@@ -306,6 +344,9 @@ def _event_quantum(chain: Chain, events: Events, es: EventState, control: Contro
         # slots keep those of the start, within pi of every angle of the quantum)
         es_ = c["es"]
         es_ = eqx.tree_at(lambda e: (e.chatter, e.theta), es_, (es_.chatter * decay, _angles(es_.state.x, es_.theta)))
+        if projected:  # onto every constraint switched on: rods, sliders, pinned and stuck points, held joints (the
+            # cache stays: the projection moves the state by its drift only)
+            es_ = eqx.tree_at(lambda e: e.state, es_, project_onto_active(chain, events, es_, projected.iterations))
         es_ = eqx.tree_at(_cache, es_, (c["a"], c["tau_w"], c["R"], None, c["valid"]), is_leaf=_none)
         return es_, c["rep"]  # (the control is set after the cond)
 

@@ -7,26 +7,29 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from .._simulate.integrators import Integrator, VelocityVerlet
 from .._solvers.base import Solver
 from .._solvers.recursive_solver import Recursive
 from .state import EventState, Events, check_event_state
 from .._model.chain import Chain, Control, check_sizes, runtime_checks
 from .._analysis.diagnosis import check_run
-from .quantum import _event_quantum
+from .quantum import _event_quantum, check_event_integrator
 
 
 def event_rollout(chain: Chain, events: Events, es: EventState, controls, dt, *, n_steps: int | None = None,
-                  solver: Solver = Recursive(), stab_factor: float = 5.0, checkpoint: int | None = 1,
+                  solver: Solver = Recursive(), integrator: Integrator = VelocityVerlet(), checkpoint: int | None = 1,
                   check: bool = True):
     """:func:`event_step` in a ``lax.scan``; returns (final EventState, (EventStates, StepReports) after each quantum).
 
-    ``controls`` as in :func:`diffchain.rollout`: a stacked :class:`Control`, a policy ``policy(state) -> Control``
-    (it sees the :class:`State`), or None; ``checkpoint=k`` recomputes segments of k quanta in reverse mode (default
-    1: the reverse pass recomputes each quantum instead of storing its hundreds of intermediate arrays; None stores
-    them). The start is validated by :func:`check_event_state` unless ``check=False`` (e.g. to study drift on
-    purpose), and so is the run: a ``ValueError`` says when its final state is not finite or off the rods
-    and sliders beyond a tolerance that scales with the dtype (:mod:`diffchain._analysis.diagnosis`). Quanta that used
-    up their budget are counted in the StepReports (``exhausted``) and by :func:`diffchain.diagnose`, not raised.
+    ``integrator``: :class:`diffchain.VelocityVerlet` (the default) or :class:`diffchain.SeedQuantum` (the seed as
+    written), plain or projected, as for :func:`event_step`. ``controls`` as in :func:`diffchain.rollout`: a stacked
+    :class:`Control`, a policy ``policy(state) -> Control`` (it sees the :class:`State`), or None; ``checkpoint=k``
+    recomputes segments of k quanta in reverse mode (default 1: the reverse pass recomputes each quantum instead of
+    storing its hundreds of intermediate arrays; None stores them). The start is validated by
+    :func:`check_event_state` unless ``check=False`` (e.g. to study drift on purpose), and so is the run: a
+    ``ValueError`` says when its final state is not finite or off the rods and sliders beyond a tolerance that scales
+    with the dtype (:mod:`diffchain._analysis.diagnosis`). Quanta that used up their budget are counted in the
+    StepReports (``exhausted``) and by :func:`diffchain.diagnose`, not raised.
     """
     from .._simulate.rollout import check_controls, describe, _scan_rollout, check_n_steps, control_checks, dt_checks
 
@@ -34,12 +37,14 @@ def event_rollout(chain: Chain, events: Events, es: EventState, controls, dt, *,
     if not isinstance(solver, Solver):
         raise TypeError(f"{who}: solver must be a solver instance: Recursive(), KKT(), RangeSpace(), NullSpace() or "
                         f"Larin(), got {describe(solver)}")
+    check_event_integrator(integrator, who)
     if not isinstance(es, EventState):
         raise TypeError(f"{who}: es must be a diffchain.EventState (e.g. dc.EventState(state)), got {describe(es)}")
     n_steps = check_n_steps(n_steps, who)
     check_sizes(chain, es.state, controls, who)
     controls = check_controls(chain, controls, n_steps, who)
-    pending = dt_checks(dt, who, check) + (control_checks(controls, who, check) if isinstance(controls, Control) else [])
+    pending = dt_checks(dt, who, check)
+    pending += control_checks(controls, who, check) if isinstance(controls, Control) else []
     if pending:
         es = eqx.tree_at(lambda e: e.state.x, es, runtime_checks((es.state.x,), pending)[0])
     es = check_event_state(chain, events, es) if check else es
@@ -50,7 +55,7 @@ def event_rollout(chain: Chain, events: Events, es: EventState, controls, dt, *,
 
     def body(carry, u):
         u = carry.control if controls is None else u
-        carry, rep = _event_quantum(chain, events, carry, u, dt, solver, stab_factor)
+        carry, rep = _event_quantum(chain, events, carry, u, dt, solver, integrator)
         return carry, (carry, rep)
 
     dt = jnp.asarray(dt, chain.m.dtype)

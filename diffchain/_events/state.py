@@ -103,7 +103,9 @@ class EventState(eqx.Module):
 
     and what the last quantum's final solver call found at ``state`` ("first same as last"): accelerations ``a``
     (n,2), constraint torques ``tau_w`` (n,) and reactions ``R`` (n,2) under ``control``, with the constraints above.
-    ``fresh`` says they are valid; then a next quantum with the same control skips its refresh call. The cache
+    ``fresh`` says they are valid; then a next quantum with the same control skips its refresh call (with velocity
+    Verlet the last call is at the predicted velocity: the cache is part of that scheme, see
+    :func:`diffchain._events.quantum._velocity`). The cache
     assumes the chain, the events and dt of that quantum: :func:`event_rollout` clears ``fresh`` at its start; clear
     it yourself (``eqx.tree_at(lambda e: e.fresh, es, False)``) before calling :func:`event_step` with a changed one.
     """

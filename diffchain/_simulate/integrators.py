@@ -57,6 +57,23 @@ class SeedQuantum(Integrator):
         return type(state)(state.x + dt * state.v + 0.5 * dt**2 * a, state.v + dt * a, state.t + dt)
 
 
+class VelocityVerlet(Integrator):
+    """The seed's position update with a second-order velocity update: x += dt v + dt^2 a / 2, v += dt (a + a') / 2,
+    a' the accelerations at the new positions with the predicted velocities v + dt a (velocity Verlet; for forces
+    that depend on velocity, the modified form of Groot & Warren, J. Chem. Phys. 107 (1997), with lambda = 1/2).
+
+    Its positions follow the seed's quadratic within the quantum, so event rollouts use it (the event times are roots
+    of that quadratic); there a' is the next quantum's start accelerations, so it costs no more solver calls than the
+    seed's quantum, whose energy drift it removes (:class:`SeedQuantum`). In a plain rollout it takes two calls per
+    step."""
+
+    def __call__(self, accel, state, dt):
+        a = accel(state)
+        x1 = state.x + dt * state.v + 0.5 * dt**2 * a
+        a1 = accel(type(state)(x1, state.v + dt * a, state.t + dt))
+        return type(state)(x1, state.v + 0.5 * dt * (a + a1), state.t + dt)
+
+
 class SemiImplicitEuler(Integrator):
     """Symplectic Euler: v += dt a, x += dt v_new (conserves a shadow energy; cheap)."""
 
