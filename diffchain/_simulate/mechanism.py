@@ -17,7 +17,7 @@ import jax.numpy as jnp
 
 from .rollout import check_arguments, check_n_steps, dt_checks, finite_check
 from .integrators import RK4
-from .projection import ChainIntegrator
+from .projection import ChainIntegrator, Projected
 from .._solvers.dense import KKT, null_space_basis
 from .._solvers.mechanism import check_mechanism_state, mechanism_dynamics, mechanism_terms
 from .._solvers.rank import rank_info
@@ -39,12 +39,16 @@ def mechanism_rollout(mech, state: State, dt, n_steps: int, *, tau=None, integra
     Phi_q q_dot + Phi_t beyond a tolerance that scales with the dtype (:mod:`diffchain._analysis.diagnosis`; a run that
     leaves its branch at a singular configuration leaves them there). ``check=False`` skips all of these; then
     :func:`diffchain.diagnose` reports on the run without raising, with the conditioning of its singular passages.
+    ``integrator=Projected(base)`` moves every step's end onto the loop closure and its rate
+    (:func:`project_mechanism`; ``Projected()``: RK4 without drift correction, then the projection).
     """
     who = "mechanism_rollout"
     check_arguments(solver, integrator, who)
-    if isinstance(integrator, ChainIntegrator):
-        raise TypeError(f"{who}: integrator must be a plain integrator (RK4(), SemiImplicitEuler(), SeedQuantum()): "
-                        f"{type(integrator).__name__} projects onto a chain's constraints, not a mechanism's")
+    projected = integrator if isinstance(integrator, Projected) else None
+    if isinstance(integrator, ChainIntegrator) and projected is None:
+        raise TypeError(f"{who}: integrator must be a plain integrator (RK4(), SemiImplicitEuler(), SeedQuantum(), "
+                        f"VelocityVerlet()) or one of them Projected(): {type(integrator).__name__} works on chains")
+    integrator = projected.base if projected else integrator
     check_mechanism_state(mech, state, who)
     n_steps = check_n_steps(n_steps, who)
     if n_steps is None:
@@ -69,6 +73,8 @@ def mechanism_rollout(mech, state: State, dt, n_steps: int, *, tau=None, integra
 
     def body(s, u):
         s = integrator(lambda s_: mechanism_dynamics(mech, s_, u if n_m else None, solver=solver, stab=stab)[0], s, dt)
+        if projected:
+            s = project_mechanism(mech, s, solver, projected.iterations)
         return s, s
 
     final, traj = jax.lax.scan(body, state, taus)
@@ -76,6 +82,21 @@ def mechanism_rollout(mech, state: State, dt, n_steps: int, *, tau=None, integra
         final, traj = check_run(who, mech, final, traj, "a smaller dt, or a stronger stabilisation such as "
                                 "integrator=RK4(stab_factor=20)")
     return final, traj
+
+
+def project_mechanism(mech, state: State, solver=KKT(), iterations: int = 1) -> State:
+    """``state`` moved onto the loop closure Phi(q, t) = 0 by ``iterations`` Newton steps and its velocities onto
+    Phi_q q_dot + Phi_t = 0, both in the mass metric: each is the constrained solve M dq = J^T lambda, J dq = -r
+    (``solver.system`` with Q = 0: the smallest correction in the metric of M, redundant rows dropped by the solver's
+    rank decisions), r the residual."""
+    q, v, t = state.x.reshape(-1), state.v.reshape(-1), jnp.asarray(state.t, state.x.dtype)
+    zero = jnp.zeros_like(q)
+    for _ in range(iterations):
+        J = jax.jacfwd(mech.phi)(q, t)
+        q = q + solver.system(mech.M, zero, J, -mech.phi(q, t), mech.on)[0]
+    J, phi_t = jax.jacfwd(mech.phi, argnums=(0, 1))(q, t)
+    v = v + solver.system(mech.M, zero, J, -(J @ v + phi_t), mech.on)[0]
+    return State(q.reshape(state.x.shape), v.reshape(state.v.shape), state.t)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
