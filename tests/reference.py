@@ -1,5 +1,6 @@
 """Reference schemes written out with diffchain.forward_dynamics, for tests that check an integrator against them."""
 import jax
+import jax.numpy as jnp
 
 import diffchain as dc
 
@@ -10,14 +11,14 @@ def verlet_reference(chain, state, controls, dt, n_steps, stab):
     control differs from the last one's starts with a call at its start. ``controls``: a stacked Control or None."""
     if controls is None:
         controls = dc.Control(n=chain.n, dtype=state.x.dtype)
-        controls = jax.tree.map(lambda c: jax.numpy.broadcast_to(c, (n_steps,) + c.shape), controls)
+        controls = jax.tree.map(lambda c: jnp.broadcast_to(c, (n_steps,) + c.shape), controls)
 
     def accel(s, u):
         return dc.forward_dynamics(chain, s, u, stab=stab)
 
     def step(carry, u):
         s, a, u_prev = carry
-        same = jax.tree.reduce(lambda p, q: p & q, jax.tree.map(lambda p, q: jax.numpy.all(p == q), u, u_prev))
+        same = jax.tree.reduce(lambda p, q: p & q, jax.tree.map(lambda p, q: jnp.all(p == q), u, u_prev))
         a = jax.lax.cond(same, lambda: a, lambda: accel(s, u))
         x1 = s.x + dt * s.v + 0.5 * dt**2 * a
         a1 = accel(dc.State(x1, s.v + dt * a, s.t + dt), u)

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from .._simulate.integrators import Integrator, VelocityVerlet
-from .._solvers.base import Solver
+from .._solvers.base import Solver, check_solver
 from .._solvers.recursive_solver import Recursive
 from .state import EventState, Events, check_event_state
 from .._model.chain import Chain, Control, check_sizes, runtime_checks
@@ -34,9 +34,7 @@ def event_rollout(chain: Chain, events: Events, es: EventState, controls, dt, *,
     from .._simulate.rollout import check_controls, describe, _scan_rollout, check_n_steps, control_checks, dt_checks
 
     who = "event_rollout"
-    if not isinstance(solver, Solver):
-        raise TypeError(f"{who}: solver must be a solver instance: Recursive(), KKT(), RangeSpace(), NullSpace() or "
-                        f"Larin(), got {describe(solver)}")
+    check_solver(solver, who)
     check_event_integrator(integrator, who)
     if not isinstance(es, EventState):
         raise TypeError(f"{who}: es must be a diffchain.EventState (e.g. dc.EventState(state)), got {describe(es)}")

@@ -83,6 +83,13 @@ def _checked_jvp(messages, primals, tangents):
     return _checked(messages, *primals), tangents[0]
 
 
+def describe(obj):
+    """An argument as an error message names it: a class passed for an instance, or its repr and type."""
+    if isinstance(obj, type):
+        return f"the class {obj.__name__} (pass an instance, {obj.__name__}())"
+    return f"{obj!r} (of type {type(obj).__name__})"
+
+
 def runtime_checks(xs: tuple, checks) -> tuple:
     """The arrays ``xs``, after raising ``ValueError(message + ", got " + got)`` (or with ``got`` in place of "{got}"
     in the message) for the first ``(bad, message, got)`` of ``checks`` whose ``bad`` (a boolean array) holds anywhere.

@@ -13,11 +13,11 @@ import numpy as np
 
 from .._model.geometry import links
 from .integrators import Integrator
-from .._model.chain import Chain, Control, State, check_sizes, runtime_checks
+from .._model.chain import Chain, Control, State, check_sizes, describe, runtime_checks
 from .projection import Projected
 from .._solvers.implicit import KKT_SOLUTION
 from .._analysis.diagnosis import check_run, run_checks
-from .._solvers.base import Solver
+from .._solvers.base import Solver, check_solver
 from .._solvers.recursive_solver import Recursive
 
 
@@ -66,21 +66,13 @@ def _step(chain, state, control, dt, solver, integrator):
     return integrator.step(chain, state, control, dt, solver)
 
 
-def describe(obj):
-    if isinstance(obj, type):
-        return f"the class {obj.__name__} (pass an instance, {obj.__name__}())"
-    return f"{obj!r} (of type {type(obj).__name__})"
-
-
 def check_arguments(solver, integrator, who: str):
     """TypeError naming ``solver`` or ``integrator`` when it is not a chain :class:`Solver` / :class:`Integrator`."""
     if not isinstance(integrator, Integrator):
         raise TypeError(f"{who}: integrator must be an Integrator instance: Projected(), RATTLE(), RK4(), "
                         f"SemiImplicitEuler(), SeedQuantum() (or a subclass of diffchain.Integrator), got "
                         f"{describe(integrator)}")
-    if not isinstance(solver, Solver):
-        raise TypeError(f"{who}: solver must be a solver instance: Recursive(), KKT(), RangeSpace(), NullSpace() or "
-                        f"Larin(), got {describe(solver)}")
+    check_solver(solver, who)
 
 
 def dt_checks(dt, who: str, traced: bool = True) -> list:

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 
 from .._constraints.chain import constraint_jacobian
 from .._constraints.held import _active_mask, active_terms, joint_rows
-from .._model.chain import Chain, Control, State
+from .._model.chain import Chain, Control, State, describe
 from .._model.forces import external_forces
 from .._model.inertia import mass_matrix
 
@@ -43,6 +43,15 @@ class Solver(eqx.Module):
     @abc.abstractmethod
     def system(self, M, Q, J, gamma, on, nominal_rank=-1):
         """(q_dd, lambda, Info) of ``M q_dd = Q + J^T lambda``, ``J q_dd = gamma`` on the rows ``on``."""
+
+
+def check_solver(solver, who: str):
+    """TypeError naming ``solver`` unless it is a :class:`Solver` instance (one that does not apply to a model, the
+    recursion to a mechanism, says so when it is asked)."""
+    if not isinstance(solver, Solver):
+        raise TypeError(f"{who}: solver must be a solver instance: Recursive(), KKT(), RangeSpace(), NullSpace() or "
+                        f"Larin(), got {describe(solver)}")
+    return solver
 
 
 def chain_system(chain: Chain, state: State, control: Control, active=None, alpha_w=None, theta_bar=None,

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .._model.chain import Chain, Control, State, check_sizes
-from .base import Solver
+from .base import Solver, check_solver
 from .recursive_solver import Recursive
 
 
@@ -16,11 +16,7 @@ def forward_dynamics(chain: Chain, state: State, control: Control | None = None,
     held angle back to it. With ``return_forces`` also the rod tensions phi (n-1,) (F_{i+1}^d = r_i phi_i), and with
     ``held`` the torques tau_w (n,): (a, phi) or (a, phi, tau_w).
     """
-    if not isinstance(solver, Solver):
-        got = (f"the class {solver.__name__} (pass an instance, {solver.__name__}())" if isinstance(solver, type)
-               else f"{solver!r} (of type {type(solver).__name__})")
-        raise TypeError(f"forward_dynamics: solver must be a solver instance: Recursive(), KKT(), RangeSpace(), "
-                        f"NullSpace() or Larin(), got {got}")
+    check_solver(solver, "forward_dynamics")
     if control is not None and not isinstance(control, Control):
         raise TypeError(f"forward_dynamics: control must be a diffchain.Control or None, got {type(control).__name__}")
     control = Control(n=chain.n, dtype=chain.m.dtype) if control is None else control

@@ -7,7 +7,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .base import Solver
+from .base import check_solver
 from .dense import KKT
 from .rank import INCONSISTENT, NONFINITE, SINGULAR, STATUS
 from .._model.chain import State, runtime_checks
@@ -52,16 +52,6 @@ def mechanism_terms(mech, state: State, tau=None, F=None, stab=None):
     Q = mech.applied_forces(q, qd, state.t, tau, F)
     return mech.M, Q, J, gamma, mech.on
 
-
-def check_solver(solver, who):
-    """A TypeError at trace time unless ``solver`` is a solver instance (one that cannot solve a mechanism, the
-    recursion, says so when it is asked to)."""
-    if not isinstance(solver, Solver):
-        got = (f"the class {solver.__name__}" if isinstance(solver, type)
-               else f"{solver!r} (of type {type(solver).__name__})")
-        raise TypeError(f"{who}: solver must be one of the dense solvers KKT(), RangeSpace(), NullSpace(), Larin() "
-                        f"(an instance), got {got}")
-    return solver
 
 def check_mechanism_state(mech, state, who):
     """TypeError / ValueError at trace time unless ``state`` is a State of the mechanism's coordinate points (N, 2)."""
