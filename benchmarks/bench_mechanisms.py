@@ -18,7 +18,7 @@ import numpy as np  # noqa: E402
 import diffchain as dc  # noqa: E402
 from diffchain._solvers import mechanism as ms  # noqa: E402
 from diffchain._solvers.closed_chain import closed_chain_dynamics  # noqa: E402
-from diffchain._model.mechanism import MechanismBuilder  # noqa: E402
+from diffchain import MechanismBuilder  # noqa: E402
 
 dc.set_xla_cpu_flags()  # this script's process: the recommended XLA CPU flags
 

@@ -13,7 +13,8 @@ from ._simulate.rollout import Backend, check_state, constraint_violation, rollo
 from ._xla.point_major_backend import PointMajor
 from ._xla.sharding import shard
 from ._analysis.sensitivity import da_dF, dalpha_dtau
-from ._model.mechanism import Mechanism, MechanismBuilder
+from ._model.mechanism import Mechanism
+from ._model.builder import MechanismBuilder
 from ._solvers.mechanism import constraint_terms, lagrange_terms, mechanism_dynamics, reactions
 from ._analysis.kinematics import (accelerations as acceleration_analysis, assemble, kinematic_analysis,
                          velocities as velocity_analysis)

@@ -10,7 +10,7 @@ import pytest
 import diffchain as dc
 from diffchain._analysis import kinematics as kin
 from diffchain._solvers import rank, dense, mechanism as ms
-from diffchain._model.mechanism import MechanismBuilder
+from diffchain import MechanismBuilder
 from diffchain._simulate.mechanism import mechanism_rollout
 
 SOLVERS = [dc.KKT(), dc.RangeSpace(), dc.NullSpace(), dc.Larin()]

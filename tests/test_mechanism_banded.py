@@ -7,7 +7,7 @@ import numpy as np
 import diffchain as dc
 from diffchain._solvers import mechanism as ms
 from diffchain._solvers.closed_chain import closed_chain_dynamics
-from diffchain._model.mechanism import MechanismBuilder
+from diffchain import MechanismBuilder
 
 
 def hanging_chain(n, rng):

@@ -11,7 +11,7 @@ import diffchain as dc
 from diffchain._analysis import kinematics as kin
 from diffchain._simulate import mechanism as mechsim
 from diffchain._solvers import dense, mechanism as ms
-from diffchain._model.mechanism import MechanismBuilder
+from diffchain import MechanismBuilder
 from test_mechanism_loops import I, L1, L4, c2, c3, e, gamma_fn, kinetic, l1, l2, loop, m, potential
 
 Lc, Lp = 0.6, 0.4    # cylinder base-point spacing, piston base-point spacing (any values: points of the bodies)

@@ -20,16 +20,12 @@ Applied forces: gravity, linear springs/dampers between points, motor torques be
 """
 from __future__ import annotations
 
-import dataclasses
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from .inertia import link_mass_blocks
-from .chain import G, State
-from .._constraints.mechanism import _R, Coincide, Distance, Driver, OnLine, _cross
+from .chain import State
+from .._constraints.mechanism import Coincide, Distance, OnLine, _cross
 
 
 class Mechanism(eqx.Module):
@@ -37,7 +33,8 @@ class Mechanism(eqx.Module):
 
     W (2P, 2N), c (2P,): all P points as affine functions of the N coordinate points; M (2N, 2N) constant mass
     matrix; f_g (2N,) generalized gravity; constraint groups with ``on`` masks; springs (i, j, k, L0, c); motors
-    (index quadruples i, j, k, l: the torque acts on body k->l and, reacting, on body i->j); names for reports.
+    (index quadruples i, j, k, l: the torque acts on body k->l and, reacting, on body i->j); angle stops (quadruples
+    as the motors', the range [limit_lo, limit_hi] of their relative angle, for the event rollout); names for reports.
     """
     W: jax.Array
     c: jax.Array
@@ -53,9 +50,13 @@ class Mechanism(eqx.Module):
     spring_L0: jax.Array
     spring_c: jax.Array
     motor_idx: jax.Array
+    limit_idx: jax.Array
+    limit_lo: jax.Array
+    limit_hi: jax.Array
     point_names: tuple = eqx.field(static=True)
     row_names: tuple = eqx.field(static=True)
     joint_rows: tuple = eqx.field(static=True)   # ((name, (first_row, n_rows)), ...)
+    limit_names: tuple = eqx.field(static=True, default=())
     nominal_rank: int = eqx.field(static=True, default=-1)
 
     @property
@@ -106,11 +107,12 @@ class Mechanism(eqx.Module):
         return Q
 
     def motor_angles(self, q):
-        """Relative angle of each motor: angle(k->l) - angle(i->j) (unwrapped atan2 of the cross/dot pair)."""
-        P = self.points(q)
-        mi = self.motor_idx
-        u, v = P[mi[:, 1]] - P[mi[:, 0]], P[mi[:, 3]] - P[mi[:, 2]]
-        return jnp.arctan2(_cross(u, v), jnp.sum(u * v, -1))
+        """Relative angle of each motor: angle(k->l) - angle(i->j) (atan2 of the cross/dot pair, in (-pi, pi])."""
+        return _relative_angles(self.points(q), self.motor_idx)
+
+    def limit_angles(self, q):
+        """Relative angle of each angle stop (L,), as :meth:`motor_angles`, in (-pi, pi]."""
+        return _relative_angles(self.points(q), self.limit_idx)
 
     def energy(self, state: State):
         """Kinetic + gravitational + spring potential energy (conserved without dampers, motors, drivers)."""
@@ -123,265 +125,7 @@ class Mechanism(eqx.Module):
         return 0.5 * qd @ self.M @ qd + V
 
 
-def _finite_float(value, name):
-    if np.ndim(value) != 0:
-        raise ValueError(f"{name} must be a finite number, got shape {np.shape(value)}")
-    value = float(value)
-    if not np.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value}")
-    return value
-
-
-def _finite_pair(value, name):
-    arr = np.asarray(value, float)
-    if arr.shape != (2,) or not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} must be two finite numbers, got {value!r}")
-    return arr
-
-
-class MechanismBuilder:
-    """Build a :class:`Mechanism` the way an engineer draws it: points, bodies, joints, drivers, springs, motors.
-
-        mb = MechanismBuilder()
-        O, A = mb.ground("O", (0, 0)), mb.ground("A", (4, 0))
-        B, C = mb.point("B", (0, 1)), mb.point("C", (4, 3))
-        mb.body("crank", O, B, mass=1.0, inertia=0.1)      # rigid body between two points (revolute = shared point)
-        mb.body("coupler", B, C, mass=2.0)
-        mb.body("rocker", A, C, mass=1.0)
-        mech, state = mb.build()
-
-    Points are referred to by name. The initial positions given here define body lengths and attachment offsets and
-    are the assembly guess. Joints with ``revolute``/``pin``/``slider``/``prismatic`` are constraints whose multipliers
-    are reported as joint reactions (a shared point is a revolute joint without a reported reaction).
-    """
-
-    def __init__(self, g=G):
-        self.g = _finite_float(g, "MechanismBuilder: g")
-        self.names, self.pos, self.kind = [], [], []      # kind: ("coord", k) | ("ground",) | ("attach", p0, p1, al, be)
-        self.mass = []                                    # point masses
-        self.bodies = []                                  # (name, p0, p1, mass, com, inertia)
-        self.dist, self.coin, self.line, self.drivers = [], [], [], []
-        self.joint_names = []                             # (name, group, index in group)
-        self.springs, self.motors, self.motor_names = [], [], []
-        self._nc = 0
-
-    # ---- points ---------------------------------------------------------------------------------------------
-    def _new(self, name, xy, kind, mass=0.0):
-        if name in self.names:
-            raise ValueError(f"MechanismBuilder: point name {name!r} is used twice")
-        xy = np.asarray(xy, float)
-        if xy.shape != (2,) or not np.all(np.isfinite(xy)):
-            raise ValueError(f"MechanismBuilder: point {name!r} needs a finite (x, y), got {xy}")
-        if not (np.isfinite(mass) and mass >= 0):
-            raise ValueError(f"MechanismBuilder: point {name!r} mass must be finite and >= 0, got {mass}")
-        self.names.append(name), self.pos.append(xy), self.kind.append(kind), self.mass.append(float(mass))
-        return name
-
-    def _idx(self, name):
-        if name not in self.names:
-            raise ValueError(f"MechanismBuilder: unknown point {name!r} (known: {self.names})")
-        return self.names.index(name)
-
-    def ground(self, name, xy):
-        """A fixed point of the frame."""
-        return self._new(name, xy, ("ground",))
-
-    def point(self, name, xy, mass=0.0):
-        """A moving point (two coordinates), optionally with a lumped mass."""
-        self._nc += 1
-        return self._new(name, xy, ("coord", self._nc - 1), mass)
-
-    def body(self, name, p0, p1, mass=0.0, com=None, inertia=0.0, length=None, rigid=True):
-        """A rigid body with base points p0, p1: distance constraint |p1 - p0| = L (``length``, default as drawn: the
-        drawn positions are then only the assembly guess) and the constant mass
-        block of a body of ``mass``, centre of mass ``com`` = (a, b) in body coordinates (default: midpoint) and moment
-        of inertia ``inertia`` about the centre of mass."""
-        i, j = self._idx(p0), self._idx(p1)
-        who = f"MechanismBuilder: body {name!r}"
-        L = float(np.linalg.norm(self.pos[j] - self.pos[i])) if length is None else _finite_float(length, who + " length")
-        if not L > 1e-12:
-            raise ValueError(f"MechanismBuilder: body {name!r} has coincident base points {p0!r}, {p1!r} "
-                             f"or a non-positive length {length}")
-        mass, inertia = _finite_float(mass, who + " mass"), _finite_float(inertia, who + " inertia")
-        if not (mass >= 0 and inertia >= 0):
-            raise ValueError(f"MechanismBuilder: body {name!r} needs mass >= 0 and inertia >= 0, got mass {mass}, "
-                             f"inertia {inertia}")
-        com = (L / 2, 0.0) if com is None else tuple(_finite_pair(com, who + " com (a, b)"))
-        self.bodies.append((name, i, j, float(mass), com, float(inertia), L))
-        if rigid and not (self.kind[i][0] == "ground" and self.kind[j][0] == "ground"):
-            self.dist.append((i, j, L))
-            self.joint_names.append((name, "dist", len(self.dist) - 1))
-        return name
-
-    def rod(self, name, p0, p1, length=None):
-        """A massless rigid rod (a distance constraint; its multiplier is the rod tension, a two-force member)."""
-        return self.body(name, p0, p1, mass=0.0, length=length)
-
-    def attach(self, name, body, local):
-        """A point fixed in ``body`` at local (a, b): a along base point 0 -> 1, b to the left. No new coordinates."""
-        b = [bb for bb in self.bodies if bb[0] == body]
-        if not b:
-            raise ValueError(f"MechanismBuilder: unknown body {body!r}")
-        _, i, j, _, _, _, L = b[0]
-        local = _finite_pair(local, f"MechanismBuilder: attach {name!r} local (a, b)")
-        al, be = local[0] / L, local[1] / L
-        p0, p1 = self.pos[i], self.pos[j]
-        xy = (1 - al) * p0 - be * _R @ p0 + al * p1 + be * _R @ p1
-        return self._new(name, xy, ("attach", i, j, al, be))
-
-    # ---- joints -----------------------------------------------------------------------------------------------
-    def revolute(self, name, p, q):
-        """Revolute joint: points p and q coincide (2 rows; lambda = force on p)."""
-        self.coin.append((self._idx(p), self._idx(q)))
-        self.joint_names.append((name, "coin", len(self.coin) - 1))
-        return name
-
-    def pin(self, name, p, xy=None):
-        """Ground pin: point p held at the fixed point xy (default: where p is drawn)."""
-        g = self.ground(name + "@ground", self.pos[self._idx(p)] if xy is None else xy)
-        return self.revolute(name, p, g)
-
-    def slider(self, name, p, a, b):
-        """Point p slides on the line through points a, b (1 row; lambda = normal force)."""
-        i, ia, ib = self._idx(p), self._idx(a), self._idx(b)
-        L = float(np.linalg.norm(self.pos[ib] - self.pos[ia]))
-        if L <= 1e-12:
-            raise ValueError(f"MechanismBuilder: slider {name!r} line points {a!r}, {b!r} coincide")
-        self.line.append((i, ia, ib, L))
-        self.joint_names.append((name, "line", len(self.line) - 1))
-        return name
-
-    def prismatic(self, name, body_a, body_b):
-        """Prismatic joint: both base points of body_b on the line of body_a's base points (2 rows)."""
-        ba = [bb for bb in self.bodies if bb[0] == body_a]
-        bb_ = [bb for bb in self.bodies if bb[0] == body_b]
-        if not ba or not bb_:
-            raise ValueError(f"MechanismBuilder: prismatic {name!r}: unknown body {body_a!r} or {body_b!r}")
-        a0, a1 = self.names[ba[0][1]], self.names[ba[0][2]]
-        self.slider(name + ".0", self.names[bb_[0][1]], a0, a1)
-        self.slider(name + ".1", self.names[bb_[0][2]], a0, a1)
-        return name
-
-    def drive(self, name, kind, points, f):
-        """A driving constraint with f(t): kind in {"distance", "angle", "relangle", "x", "y"} (see :class:`Driver`)."""
-        if kind not in ("distance", "angle", "relangle", "x", "y"):
-            raise ValueError(f"MechanismBuilder: driver {name!r}: unknown kind {kind!r}")
-        need = {"distance": 2, "angle": 2, "relangle": 4, "x": 1, "y": 1}[kind]
-        if len(points) != need:
-            raise ValueError(f"MechanismBuilder: driver {name!r} of kind {kind!r} needs {need} points, got {points}")
-        idx = tuple(self._idx(p) for p in points)
-        pos = [self.pos[k] for k in idx]
-        scale = 1.0
-        if kind == "angle":
-            scale = float(np.linalg.norm(pos[1] - pos[0]))
-        if kind == "relangle":
-            scale = float(np.linalg.norm(pos[1] - pos[0]) * np.linalg.norm(pos[3] - pos[2]))
-        if not callable(f):
-            val = float(f)
-            f = lambda t, val=val: val + 0.0 * t  # noqa: E731
-        self.drivers.append(Driver(kind, idx, f, scale))
-        self.joint_names.append((name, "drv", len(self.drivers) - 1))
-        return name
-
-    def spring(self, name, p, q, k=0.0, L0=None, c=0.0):
-        """Linear spring (stiffness k, free length L0, default as drawn) and damper c between points p and q."""
-        i, j = self._idx(p), self._idx(q)
-        who = f"MechanismBuilder: spring {name!r}"
-        L0 = float(np.linalg.norm(self.pos[j] - self.pos[i])) if L0 is None else _finite_float(L0, who + " L0")
-        if L0 < 0:
-            raise ValueError(f"{who} L0 must be >= 0 (a free length), got {L0}")
-        self.springs.append((i, j, _finite_float(k, who + " k"), L0, _finite_float(c, who + " c")))
-        return name
-
-    def motor(self, name, body_a, body_b):
-        """A torque tau acting on body_b and reacting on body_a (body_a may be "ground"); positive counter-clockwise.
-        Each motor takes one entry of the ``tau`` vector, in the order of creation."""
-        def ends(bname):
-            if bname == "ground":
-                g0 = self.ground(f"{name}@g0", (0.0, 0.0)) if f"{name}@g0" not in self.names else f"{name}@g0"
-                g1 = self.ground(f"{name}@g1", (1.0, 0.0)) if f"{name}@g1" not in self.names else f"{name}@g1"
-                return self._idx(g0), self._idx(g1)
-            b = [bb for bb in self.bodies if bb[0] == bname]
-            if not b:
-                raise ValueError(f"MechanismBuilder: motor {name!r}: unknown body {bname!r}")
-            return b[0][1], b[0][2]
-        self.motors.append(ends(body_a) + ends(body_b))
-        self.motor_names.append(name)
-        return name
-
-    # ---- assembly of the model --------------------------------------------------------------------------------
-    def _affine(self):
-        P, N = len(self.names), self._nc
-        W, c = np.zeros((P, 2, 2 * N)), np.zeros((P, 2))
-        for k, kind in enumerate(self.kind):   # attachments refer to earlier points only
-            if kind[0] == "coord":
-                W[k, :, 2 * kind[1]: 2 * kind[1] + 2] = np.eye(2)
-            elif kind[0] == "ground":
-                c[k] = self.pos[k]
-            else:
-                _, i, j, al, be = kind
-                A0, A1 = (1 - al) * np.eye(2) - be * _R, al * np.eye(2) + be * _R
-                W[k] = A0 @ W[i] + A1 @ W[j]
-                c[k] = A0 @ c[i] + A1 @ c[j]
-        return W.reshape(2 * P, 2 * N), c.reshape(-1)
-
-    def build(self, dtype=jnp.float64):
-        """(Mechanism, State at the drawn positions, at rest). Raises ValueError for inconsistent input."""
-        if self._nc == 0:
-            raise ValueError("MechanismBuilder: the mechanism has no moving point")
-        P = len(self.names)
-        W, c = self._affine()
-        Mp = np.zeros((P, 2, P, 2))
-        for k, m in enumerate(self.mass):
-            Mp[k, :, k, :] += m * np.eye(2)
-        for (_, i, j, mu, com, J, L) in self.bodies:
-            M11, M12, M22 = (np.asarray(b) for b in link_mass_blocks(np.float64(mu), np.asarray(com), np.float64(J),
-                                                                     np.float64(L)))
-            Mp[i, :, i, :] += M11
-            Mp[i, :, j, :] += M12
-            Mp[j, :, i, :] += M12.T
-            Mp[j, :, j, :] += M22
-        Mp = Mp.reshape(2 * P, 2 * P)
-        M = W.T @ Mp @ W
-        ev = np.linalg.eigvalsh(M)
-        if ev[0] <= 1e-12 * max(ev[-1], 1e-300):
-            massless = [self.names[k] for k, kd in enumerate(self.kind) if kd[0] == "coord"
-                        and np.allclose(M[2 * kd[1]:2 * kd[1] + 2], 0)]
-            raise ValueError("MechanismBuilder: the mass matrix is singular: every moving point needs mass "
-                             f"(a point mass or a body with mass and inertia); massless points: {massless}")
-        f_g = W.T @ Mp @ np.tile([0.0, -self.g], P)
-        ia = lambda rows, k: np.asarray([r[k] for r in rows], int)  # noqa: E731
-        fa = lambda rows, k: np.asarray([r[k] for r in rows], float)  # noqa: E731
-        dist = Distance(jnp.asarray(ia(self.dist, 0)), jnp.asarray(ia(self.dist, 1)), jnp.asarray(fa(self.dist, 2), dtype))
-        coin = Coincide(jnp.asarray(ia(self.coin, 0)), jnp.asarray(ia(self.coin, 1)))
-        line = OnLine(*(jnp.asarray(ia(self.line, k)) for k in range(3)), jnp.asarray(fa(self.line, 3), dtype))
-        sizes = {"dist": 1, "coin": 2, "line": 1, "drv": 1}
-        first = {"dist": 0, "coin": len(self.dist), "line": len(self.dist) + 2 * len(self.coin),
-                 "drv": len(self.dist) + 2 * len(self.coin) + len(self.line)}
-        joint_rows, row_names = [], []
-        for (name, grp, k) in self.joint_names:
-            joint_rows.append((name, (first[grp] + sizes[grp] * k, sizes[grp])))
-        joint_rows.sort(key=lambda r: r[1][0])
-        for name, (r0, nr) in joint_rows:
-            row_names += [name] if nr == 1 else [f"{name}.x", f"{name}.y"]
-        n_rows = len(row_names)
-        sp = self.springs
-        mech = Mechanism(
-            jnp.asarray(W, dtype), jnp.asarray(c, dtype), jnp.asarray(M, dtype), jnp.asarray(f_g, dtype),
-            dist, coin, line, tuple(self.drivers), jnp.ones((n_rows,), bool),
-            jnp.asarray(np.asarray([s[:2] for s in sp], int).reshape(-1, 2)),
-            jnp.asarray(fa(sp, 2), dtype), jnp.asarray(fa(sp, 3), dtype), jnp.asarray(fa(sp, 4), dtype),
-            jnp.asarray(np.asarray(self.motors, int).reshape(-1, 4)),
-            tuple(self.names), tuple(row_names), tuple(joint_rows))
-        x0 = np.zeros((self._nc, 2))
-        for k, kind in enumerate(self.kind):
-            if kind[0] == "coord":
-                x0[kind[1]] = self.pos[k]
-        state = State(jnp.asarray(x0, dtype), jnp.zeros((self._nc, 2), dtype), 0.0)
-        J = np.asarray(jax.jacfwd(mech.phi)(state.x.reshape(-1), state.t))
-        rank = int(np.linalg.matrix_rank(J, tol=1e-9 * max(1.0, np.abs(J).max())))
-        return dataclasses.replace(mech, nominal_rank=rank), state
-
-    def coordinates(self):
-        """Names of the coordinate points, in the order of q."""
-        return [n for n, k in zip(self.names, self.kind) if k[0] == "coord"]
+def _relative_angles(P, idx):
+    """angle(P[k] -> P[l]) - angle(P[i] -> P[j]) for each index quadruple (i, j, k, l) of ``idx``."""
+    u, v = P[idx[:, 1]] - P[idx[:, 0]], P[idx[:, 3]] - P[idx[:, 2]]
+    return jnp.arctan2(_cross(u, v), jnp.sum(u * v, -1))
