@@ -14,8 +14,8 @@ import jax
 import jax.numpy as jnp
 
 from .._xla.batching import rare_cond
-from .._model.geometry import _pad_diff, joint_accelerations, joint_velocities, link_angles, wrap_angle
-from .._model.chain import Chain, State
+from .._model.geometry import _pad_diff, link_angles, wrap_angle
+from .features import angle_rates, contact_points, contact_rates, free_contacts, is_mechanism, wrapped_angles
 
 if TYPE_CHECKING:
     from .state import Events, EventState
@@ -98,25 +98,30 @@ def _quantum(x, v, a, h):
     return x + h * v + 0.5 * h**2 * a, v + h * a
 
 
-def _ends_beyond(chain: Chain, events: Events, es: EventState, x, x1):
+def _ends_beyond(model, events: Events, es: EventState, x, x1):
     """Which free contact points end a sub-quantum from x to x1 below an obstacle line and which free joints beyond a
-    limit: the end slacks z^T (x1 - z0) (n, K) and hit (n, K); the joint angles at both ends and hit_hi, hit_lo (n,).
+    limit: the end slacks z^T (x1 - z0) (F, K) and hit (F, K); the joint angles at both ends and hit_hi, hit_lo (F,).
     The angles are the continuous ones (on the branch of ``es.theta``), compared with :func:`limit_arc`, so that no
-    wrapping can carry a joint past a limit unseen."""
-    free = events.contact & ~chain.guided & ~es.stuck
-    g_end = _slack(events.z, events.z0, x1)
-    th0 = _angles(x, es.theta)
-    th1 = _angles(x1, th0)
+    wrapping can carry a joint past a limit unseen. (Points and angles: the model's features,
+    :mod:`diffchain._events.features`.)"""
+    free = free_contacts(model, events, es.stuck)
+    g_end = _slack(events.z, events.z0, contact_points(model, x1))
+    th0 = wrapped_angles(model, x, es.theta)
+    th1 = wrapped_angles(model, x1, th0)
     lo, hi, limited = limit_arc(events)
     free_l = ~es.held & limited
     return (g_end, free[:, None] & (g_end < 0)), (th0, th1, free_l & (th1 > hi), free_l & (th1 < lo))
 
 
-def onto_obstacles(chain: Chain, events: Events, stuck, x):
-    """x (n, 2) with every free contact point that is below an obstacle line moved onto it along the line's normal,
+def onto_obstacles(model, events: Events, stuck, x):
+    """x with every free contact point that is below an obstacle line moved onto it along the line's normal,
     x_i - z_k min(0, z_k^T (x_i - z0_k)), line by line; and whether any point moved. Used where a quantum ends
-    without detecting its last sub-quantum's crossings (its budget used up)."""
-    free = events.contact & ~chain.guided & ~stuck
+    without detecting its last sub-quantum's crossings (its budget used up). (A mechanism's points move with its
+    coordinates: :func:`diffchain._events.mechanism.onto_obstacles`.)"""
+    if is_mechanism(model):
+        from .mechanism import onto_obstacles as mechanism_onto
+        return mechanism_onto(model, events, stuck, x)
+    free = free_contacts(model, events, stuck)
     moved = jnp.zeros((), bool)
     for k in range(events.z.shape[0]):
         g = _slack(events.z[k:k + 1], events.z0[k:k + 1], x)[:, 0]
@@ -126,26 +131,26 @@ def onto_obstacles(chain: Chain, events: Events, stuck, x):
     return x, moved
 
 
-def detect(chain: Chain, events: Events, es: EventState, x, v, a, h):
+def detect(model, events: Events, es: EventState, x, v, a, h):
     """Contacts and limit hits during a sub-quantum x(s) = x + s v + s^2 a / 2, s in [0, h] (seed §7, §12.1).
 
-    Returns the crossing times s_c (n,) of the free contact points (earliest line), the line index k (n,), and s_l (n,)
-    and side (n,) of the free limited joints; h where nothing happens. Whether anything crosses is decided from the
+    Returns the crossing times s_c (F,) of the free contact points (earliest line), the line index k (F,), and s_l (F,)
+    and side (F,) of the free limited joints; h where nothing happens. Whether anything crosses is decided from the
     slacks at the end; the crossing times are computed only then (``lax.cond``: most sub-quanta have no event).
     """
-    n = x.shape[0]
+    n = es.stuck.shape[0]
     z, z0 = events.z, events.z0
     lo, hi, _ = limit_arc(events)
-    (g_end, hit), (th0, th1, hit_hi, hit_lo) = _ends_beyond(chain, events, es, x, _quantum(x, v, a, h)[0])
+    (g_end, hit), (th0, th1, hit_hi, hit_lo) = _ends_beyond(model, events, es, x, _quantum(x, v, a, h)[0])
     hit_c = jnp.any(hit, 1)
 
     def times(_):
-        g0, g1, g2 = _slack(z, z0, x), _slack(z, 0.0 * z0, v), _slack(z, 0.0 * z0, a)
+        g0 = _slack(z, z0, contact_points(model, x))
+        g1, g2 = _slack(z, 0.0 * z0, contact_rates(model, v)), _slack(z, 0.0 * z0, contact_rates(model, a))
         s = first_crossing(g0, g1, g2, g_end, h, True, hit)
         k = jnp.argmin(s, axis=1) if z.shape[0] else jnp.zeros((n,), int)
         s_c = jnp.where(hit_c, jnp.take_along_axis(s, k[:, None], 1)[:, 0], h) if z.shape[0] else jnp.full((n,), h)
-        st = State(x, v)
-        om, al = joint_velocities(st), joint_accelerations(st, a)
+        om, al = angle_rates(model, x, v, a)
         s_hi = first_crossing(hi - th0, -om, -al, hi - th1, h, False, hit_hi)
         s_lo = first_crossing(th0 - lo, om, al, th1 - lo, h, False, hit_lo)
         return s_c, k, s_hi, s_lo

@@ -10,7 +10,10 @@ import jax
 import jax.numpy as jnp
 
 from .._constraints.held import joint_rows
-from .._solvers.base import Solver
+from .._solvers.base import Solver, check_solver
+from .._solvers.dense import KKT
+from .._solvers.mechanism import check_mechanism_state
+from .features import is_mechanism
 from .._solvers.recursive_solver import Recursive, one_joint_dynamics
 from .._xla.small_chain import SMALL_MAX, small_dynamics
 from .._xla.batching import _explicit, one_chain_or, rare_cond
@@ -19,8 +22,28 @@ from .detection import limit_arc
 from .state import EventState, Events
 from .._model.geometry import _pad_diff, joint_velocities, links, wrap_angle
 from .._model.inertia import mass_matrix
-from .._model.chain import Chain, Control, State
+from .._model.chain import Chain, Control, State, check_sizes
 from .._xla.loops import FUSED_MAX
+
+
+def default_solver(model, solver):
+    """``solver``, or the model's default: the recursion for a chain, dense KKT for a mechanism."""
+    if solver is None:
+        return KKT() if is_mechanism(model) else Recursive()
+    return check_solver(solver, "event_step")
+
+
+def check_event_sizes(model, es: EventState, control: Control, who: str):
+    """ValueError at trace time unless the state and the control fit the model (a chain's points; a mechanism's
+    coordinate points and one torque per motor)."""
+    if not is_mechanism(model):
+        return check_sizes(model, es.state, control, who)
+    check_mechanism_state(model, es.state, who)
+    n_m = model.motor_idx.shape[0]
+    if control.tau.shape != (n_m,):
+        raise ValueError(f"{who}: a mechanism's control holds one torque per motor, Control(tau=...) of shape "
+                         f"(n_motors,) = ({n_m},) (motors in the order of creation), got tau of shape "
+                         f"{control.tau.shape}")
 
 
 def _where(c, x, y):
@@ -55,29 +78,30 @@ def _active_rows(chain: Chain, es: EventState, x):
     return J / scale[:, None], scale
 
 
-def _mass_metric_step(chain: Chain, J, q, target):
-    """dq with J (q + dq) = target on the rows of J (unit rows, zero ones ignored), the smallest in the mass metric:
-    q + dq is the M-orthogonal projection of q onto {J q = target}. A regularised least-squares residual, robust to
-    rank loss (see :func:`impulse_projection`); the part of q in the range of the rows is removed, the target's
-    added."""
-    n, dt = chain.n, q.dtype
-    qf = q.reshape(-1)
-    if chain.has_links:
-        C = jnp.linalg.cholesky(mass_matrix(chain))
+def _metric(chain: Chain):
+    """The mass metric of a chain: its dense mass matrix (rigid links) or its coordinates' masses (2n,)."""
+    return mass_matrix(chain) if chain.has_links else jnp.repeat(chain.m, 2)
+
+
+def _mass_metric_step(mass, J, q, target):
+    """dq with J (q + dq) = target on the rows of J (unit rows, zero ones ignored), the smallest in the mass metric
+    ``mass`` (a dense matrix M, or the diagonal's entries (2n,)): q + dq is the M-orthogonal projection of q onto
+    {J q = target}. A regularised least-squares residual, robust to rank loss (see :func:`impulse_projection`); the
+    part of q in the range of the rows is removed, the target's added."""
+    dt, qf = q.dtype, q.reshape(-1)
+    if mass.ndim == 2:
+        C = jnp.linalg.cholesky(mass)
         A = jax.scipy.linalg.solve_triangular(C, J.T, lower=True).T
         w = C.T @ qf
     else:
-        sq = jnp.sqrt(jnp.repeat(chain.m, 2))
+        sq = jnp.sqrt(mass)
         A, w = J / sq, sq * qf
-    mu = jnp.finfo(dt).eps ** 0.625 * jnp.max(jnp.sqrt(jnp.sum(A * A, -1)))
+    mu = jnp.finfo(dt).eps ** 0.625 * jnp.max(jnp.sqrt(jnp.sum(A * A, -1)), initial=0.0)
     Q, R = jnp.linalg.qr(jnp.concatenate([A.T, mu * jnp.eye(A.shape[0], dtype=dt)]))
-    Q1 = Q[: 2 * n]
+    Q1 = Q[: qf.shape[0]]
     w_new = w - Q1 @ (Q1.T @ w) + Q1 @ jax.scipy.linalg.solve_triangular(R.T, target, lower=True)
-    if chain.has_links:
-        q_new = jax.scipy.linalg.solve_triangular(C.T, w_new, lower=False)
-    else:
-        q_new = w_new / sq
-    return q_new.reshape(n, 2) - q
+    q_new = jax.scipy.linalg.solve_triangular(C.T, w_new, lower=False) if mass.ndim == 2 else w_new / sq
+    return q_new.reshape(q.shape) - q
 
 
 def impulse_projection(chain: Chain, es: EventState, x, v):
@@ -105,7 +129,7 @@ def impulse_projection(chain: Chain, es: EventState, x, v):
     keep = chain.guided & ~es.stuck
     target = jnp.concatenate([jnp.zeros((n - 1,), x.dtype), jnp.where(keep, v[:, 0], 0.0),
                               jnp.where(keep, v[:, 1], 0.0), jnp.zeros((J.shape[0] - 3 * n + 1,), x.dtype)])
-    return _mass_metric_step(chain, J, v, target)
+    return _mass_metric_step(_metric(chain), J, v, target)
 
 
 def project_onto_active(chain: Chain, events: Events, es: EventState, iterations: int = 1) -> State:
@@ -113,6 +137,9 @@ def project_onto_active(chain: Chain, events: Events, es: EventState, iterations
     dx = -M^-1 J^T (J M^-1 J^T)^-1 Phi(x) on the rods' lengths, the stuck points' pins, the guided points' positions
     (held where they are), the sliders' lines and the held joints' limits, then the velocities projected onto the
     tangent space there (:func:`impulse_projection`, which never raises the kinetic energy)."""
+    if is_mechanism(chain):
+        from .mechanism import project_onto_active as mechanism_projection
+        return mechanism_projection(chain, events, es, iterations)
     n, x, v = chain.n, es.state.x, es.state.v
     lo, hi, _ = limit_arc(events)
     limit = jnp.where(es.side > 0, hi, lo)
@@ -127,7 +154,7 @@ def project_onto_active(chain: Chain, events: Events, es: EventState, iterations
         phi = jnp.concatenate([d - chain.l, jnp.where(free_slider, line, x[:, 0] - pin[:, 0]), x[:, 1] - pin[:, 1],
                                wrap_angle(theta - limit)[: J.shape[0] - 3 * n + 1]])
         on = jnp.any(J != 0, -1)
-        x = x + _mass_metric_step(chain, J, x, jnp.where(on, J @ x.reshape(-1) - phi / scale, 0.0))
+        x = x + _mass_metric_step(_metric(chain), J, x, jnp.where(on, J @ x.reshape(-1) - phi / scale, 0.0))
     return State(x, v + impulse_projection(chain, es, x, v), es.state.t)
 
 
@@ -144,6 +171,9 @@ def constrained_dynamics(chain: Chain, events: Events, es: EventState, x, v, t, 
     R = M a - F^e - (rod forces) - (constraint torque forces) is the force of the point constraints on each point
     (the multipliers of their KKT rows); for a stuck point, the ground reaction.
     """
+    if is_mechanism(chain):
+        from .mechanism import constrained_dynamics as mechanism_dynamics
+        return mechanism_dynamics(chain, events, es, x, v, t, control, stab, impulse, solver)
     stuck, held = es.stuck, es.held
     w = 1.0 / stab
     g = jnp.where(impulse, 0.0, chain.g)

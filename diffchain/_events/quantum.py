@@ -49,14 +49,15 @@ import jax.numpy as jnp
 from .._simulate.integrators import Integrator, SeedQuantum, VelocityVerlet
 from .._simulate.projection import Projected
 from .._solvers.base import Solver
-from .._solvers.recursive_solver import Recursive
 from .._xla.batching import _explicit, one_chain_or, rare_cond, scan_until
 from .._model.forces import _speed
-from .detection import _angles, _ends_beyond, _quantum, detect, limit_arc, onto_obstacles
+from .detection import _ends_beyond, _quantum, detect, limit_arc, onto_obstacles
+from .features import (angle_rates, contact_points, contact_rates, is_mechanism, length_scale, model_dtype, n_features,
+                       weight, wrapped_angles)
 from .state import EventState, Events, StepReport, _cache, _none
-from .._model.geometry import joint_accelerations, joint_velocities, wrap_angle
-from .._model.chain import Chain, Control, State, check_sizes
-from .dynamics import _where, constrained_dynamics, project_onto_active
+from .._model.geometry import wrap_angle
+from .._model.chain import Chain, Control, State
+from .dynamics import _where, check_event_sizes, constrained_dynamics, default_solver, project_onto_active
 
 
 def _error_estimate(a1, a, h):
@@ -75,10 +76,9 @@ def _release_tests(chain: Chain, events: Events, es: EventState, R, tau_w):
     "Pull" means beyond round-off: 1e-9 of the chain's weight (times its longest rod for torques), so that a
     reaction that is zero up to round-off (e.g. right after an impact driven by inertia alone) holds the same way
     whichever solver computed it."""
-    weight = jnp.sum(chain.m) * jnp.maximum(chain.g, 1.0)
-    tol = 1e-9 * weight
+    tol = 1e-9 * weight(chain)
     pull = jnp.sum(es.normal * R, -1) < -tol
-    into = es.side * tau_w > tol * jnp.max(chain.l, initial=1.0)
+    into = es.side * tau_w > tol * length_scale(chain)
     unlocked = es.chatter < events.chatter_count
     return es.stuck & pull & unlocked[0], es.held & into & unlocked[1]
 
@@ -127,9 +127,10 @@ def _quiet_trial(chain: Chain, events: Events, es: EventState, a, control: Contr
     x1, v1 = _quantum(x, v, a, h)
     (_, hit), (_, _, hit_hi, hit_lo) = _ends_beyond(chain, events, es, x, x1)
     # one chain: the angles in scalars, so that the limit test is one kernel (not the (n,) angles' concatenations)
-    limit = one_chain_or(lambda _: _limits_crossed_c(events, es.held, es.theta, x, x1) if chain.n > 1 else
+    scalars = not is_mechanism(chain) and chain.n > 1
+    limit = one_chain_or(lambda _: _limits_crossed_c(events, es.held, es.theta, x, x1) if scalars else
                          jnp.any(hit_hi | hit_lo), lambda _: jnp.any(hit_hi | hit_lo), None)
-    a1, tau_w, R = constrained_dynamics(chain, events, es, x1, v1, es.state.t, control, stab, False, solver)
+    a1, tau_w, R = constrained_dynamics(chain, events, es, x1, v1, es.state.t + h, control, stab, False, solver)
     v1 = _velocity(integrator, v, a, a1, h)
     err = _error_estimate(a1, a, h)
     quiet = (((err <= events.threshold) | (events.max_depth == 0)) & ~jnp.any(hit) & ~limit
@@ -138,7 +139,7 @@ def _quiet_trial(chain: Chain, events: Events, es: EventState, a, control: Contr
 
 
 def event_step(chain: Chain, events: Events, es: EventState, control: Control, dt, *,
-               solver: Solver = Recursive(), integrator: Integrator = VelocityVerlet()):
+               solver: Solver | None = None, integrator: Integrator = VelocityVerlet()):
     """One quantum of length ``dt`` with contacts, angle limits, anomalies and adaptive halving (seed §7, §12).
 
     Returns the new :class:`EventState` and a :class:`StepReport`. Within a quantum the positions follow the seed's
@@ -148,8 +149,11 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
     :class:`diffchain.SeedQuantum` (the seed as written, whose energy grows), and its ``stab_factor`` the PD drift
     correction time constant stab_factor * dt; :class:`diffchain.Projected` around either moves the state onto the
     constraints switched on after each quantum.
-    ``solver``: :class:`diffchain.Recursive` (O(n), point masses) or a dense solver such as :class:`diffchain.KKT`
-    (rigid links too).
+    ``solver``: :class:`diffchain.Recursive` (O(n), point masses; the default for a chain) or a dense solver such as
+    :class:`diffchain.KKT` (rigid links too; the default, and the only kind, for a mechanism).
+
+    ``chain`` may be a :class:`Chain` or a :class:`Mechanism` (its contacts are its points, its limits its angle
+    stops, its control the motor torques ``Control(tau=...)``).
     """
     check_event_integrator(integrator, "event_step")
     return _event_quantum(chain, events, es, control, dt, solver, integrator)
@@ -171,18 +175,21 @@ def _event_quantum(chain: Chain, events: Events, es: EventState, control: Contro
     """:func:`event_step` from ``es``."""
     projected = integrator if isinstance(integrator, Projected) else None
     integrator = integrator.base if projected else integrator
-    n, dtype = chain.n, chain.m.dtype
+    n, dtype = n_features(chain), model_dtype(chain)
     if events.n != n:
-        raise ValueError(f"event_step: the Events are for n = {events.n} points, the chain has n = {n}")
-    check_sizes(chain, es.state, control, "event_step")
+        raise ValueError(f"event_step: the Events are for {events.n} features, the mechanism has {n} (its points and "
+                         "stops): build them with dc.Events(mechanism, ...)" if is_mechanism(chain) else
+                         f"event_step: the Events are for n = {events.n} points, the chain has n = {n}")
+    check_event_sizes(chain, es, control, "event_step")
+    solver = default_solver(chain, solver)
     dt = jnp.asarray(dt, dtype)
     stab = jnp.inf if integrator.stab_factor is None else integrator.stab_factor * dt  # inf: no correction
     t0 = es.state.t
     zb, zi = jnp.zeros((n,), bool), jnp.zeros((), jnp.int32)
     report0 = StepReport(zb, zb, zb, zb, zi, zi, zi, zi, jnp.zeros((), bool), jnp.zeros((), dtype))
 
-    def solve(es_, x, v, impulse):
-        return constrained_dynamics(chain, events, es_, x, v, t0, control, stab, impulse, solver)
+    def solve(es_, x, v, t, impulse):  # (t: the call's time, for a mechanism's drivers)
+        return constrained_dynamics(chain, events, es_, x, v, t, control, stab, impulse, solver)
 
     def release(es_, rep, R, tau_w, gate):
         """Where ``gate``, switch off the constraints that pass the release test; count the releases (chatter
@@ -223,8 +230,9 @@ def _event_quantum(chain: Chain, events: Events, es: EventState, control: Contro
         new_c = ~kick & hit_c & (s_c <= s_e + tol)
         new_l = ~kick & hit_l & (s_l <= s_e + tol)
         xe, ve = x + s_e * v + 0.5 * s_e**2 * a, v + s_e * a
-        zk, z0k = events.z[k] if events.z.shape[0] else jnp.zeros_like(x), events.z0[k] if events.z.shape[0] else x
-        proj = xe - zk * jnp.sum(zk * (xe - z0k), -1, keepdims=True)  # the pin: the contact point on the line
+        pe = contact_points(chain, xe)
+        zk, z0k = events.z[k] if events.z.shape[0] else jnp.zeros_like(pe), events.z0[k] if events.z.shape[0] else pe
+        proj = pe - zk * jnp.sum(zk * (pe - z0k), -1, keepdims=True)  # the pin: the contact point on the line
         # a constraint hit again in the quantum that released it is the seed's scuffing loop: lock it at once
         again = jnp.stack([new_c, new_l]) & c["left"]
         chatter = jnp.where(again, jnp.maximum(es_.chatter, jnp.e * events.chatter_count), es_.chatter)
@@ -255,7 +263,7 @@ def _event_quantum(chain: Chain, events: Events, es: EventState, control: Contro
         es_call = _where(event, es_event, es_)
         xs = jnp.where(event, xe, jnp.where(trial, x1, x))
         vs = jnp.where(event, ve, jnp.where(trial, v1, v))
-        a_s, tau_w, R = solve(es_call, xs, vs, event)
+        a_s, tau_w, R = solve(es_call, xs, vs, t0 + jnp.where(event, t + s_e, jnp.where(trial, t + h, t)), event)
         # trial: accept or halve (seed §12.2 Euler with back-tracking)
         err = _error_estimate(a_s, a, h)
         reject = trial & (err > events.threshold) & (c["level"] < events.max_depth) & ~last
@@ -290,25 +298,27 @@ def _event_quantum(chain: Chain, events: Events, es: EventState, control: Contro
         # the constraint still holds (within 1e-6 of the longest rod / 1e-6 rad): the impulse would push them in.
         left = c["left"]
         refresh = ~c["valid"] & ~event & ~last
-        gap = jnp.sum(es_new.normal * (x - es_new.pin), -1)  # of a contact point from its line
+        p = contact_points(chain, x)
+        gap = jnp.sum(es_new.normal * (p - es_new.pin), -1)  # of a contact point from its line
 
         # ("heads back": its normal velocity or angular velocity changes sign within one quantum)
         def heads_back(_):
-            back_c = left[0] & ~es_new.stuck & (jnp.sum(es_new.normal * (v + dt * a_s), -1) < 0)
-            st = State(x, v)
-            omega_next = joint_velocities(st) + dt * joint_accelerations(st, a_s)
+            back_c = left[0] & ~es_new.stuck & (jnp.sum(es_new.normal * contact_rates(chain, v + dt * a_s), -1) < 0)
+            omega, alpha = angle_rates(chain, x, v, a_s)
+            omega_next = omega + dt * alpha
             back_l = left[1] & ~es_new.held & (es_new.side * omega_next > 0)
             lo, hi, _ = limit_arc(events)
             limit = jnp.where(es_new.side > 0, hi, lo)
             undo = jnp.any(back_c) | jnp.any(back_l)
-            on_c = (left[0] | rel_c) & ~es_new.stuck & (gap <= 1e-6 * jnp.max(chain.l, initial=1.0))
-            on_l = (left[1] | rel_l) & ~es_new.held & (es_new.side * (_angles(x, es_new.theta) - limit) >= -1e-6)
+            on_c = (left[0] | rel_c) & ~es_new.stuck & (gap <= 1e-6 * length_scale(chain))
+            on_l = (left[1] | rel_l) & ~es_new.held & (es_new.side * (wrapped_angles(chain, x, es_new.theta) - limit)
+                                                        >= -1e-6)
             return jnp.stack([back_c | (undo & on_c), back_l | (undo & on_l)])
 
         back = rare_cond(refresh & jnp.any(left), heads_back, lambda _: jnp.zeros_like(left), None)
         lock = jnp.where(back, jnp.e * events.chatter_count, es_new.chatter)
         # pinned where it is now, projected on its line (it may have slid since it stuck)
-        pin = x - es_new.normal * gap[:, None]
+        pin = p - es_new.normal * gap[:, None]
         es_new = eqx.tree_at(lambda e: (e.stuck, e.pin, e.held, e.chatter), es_new,
                              (es_new.stuck | back[0], jnp.where(back[0][:, None], pin, es_new.pin),
                               es_new.held | back[1], jnp.maximum(es_new.chatter, lock)))
@@ -343,7 +353,8 @@ def _event_quantum(chain: Chain, events: Events, es: EventState, control: Contro
     def finish(c):  # the chatter counters decay once per quantum, the continuous angles follow the new state (the
         # slots keep those of the start, within pi of every angle of the quantum)
         es_ = c["es"]
-        es_ = eqx.tree_at(lambda e: (e.chatter, e.theta), es_, (es_.chatter * decay, _angles(es_.state.x, es_.theta)))
+        es_ = eqx.tree_at(lambda e: (e.chatter, e.theta), es_, (es_.chatter * decay,
+                                                                  wrapped_angles(chain, es_.state.x, es_.theta)))
         if projected:  # onto every constraint switched on: rods, sliders, pinned and stuck points, held joints (the
             # cache stays: the projection moves the state by its drift only)
             es_ = eqx.tree_at(lambda e: e.state, es_, project_onto_active(chain, events, es_, projected.iterations))

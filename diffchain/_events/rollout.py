@@ -9,7 +9,8 @@ import jax.numpy as jnp
 
 from .._simulate.integrators import Integrator, VelocityVerlet
 from .._solvers.base import Solver, check_solver
-from .._solvers.recursive_solver import Recursive
+from .._solvers.mechanism import check_mechanism_state
+from .features import is_mechanism, model_dtype
 from .state import EventState, Events, check_event_state
 from .._model.chain import Chain, Control, check_sizes, runtime_checks
 from .._analysis.diagnosis import check_run
@@ -17,7 +18,7 @@ from .quantum import _event_quantum, check_event_integrator
 
 
 def event_rollout(chain: Chain, events: Events, es: EventState, controls, dt, *, n_steps: int | None = None,
-                  solver: Solver = Recursive(), integrator: Integrator = VelocityVerlet(), checkpoint: int | None = 1,
+                  solver: Solver | None = None, integrator: Integrator = VelocityVerlet(), checkpoint: int | None = 1,
                   check: bool = True):
     """:func:`event_step` in a ``lax.scan``; returns (final EventState, (EventStates, StepReports) after each quantum).
 
@@ -25,7 +26,10 @@ def event_rollout(chain: Chain, events: Events, es: EventState, controls, dt, *,
     written), plain or projected, as for :func:`event_step`. ``controls`` as in :func:`diffchain.rollout`: a stacked
     :class:`Control`, a policy ``policy(state) -> Control`` (it sees the :class:`State`), or None; ``checkpoint=k``
     recomputes segments of k quanta in reverse mode (default 1: the reverse pass recomputes each quantum instead of
-    storing its hundreds of intermediate arrays; None stores them). The start is validated by
+    storing its hundreds of intermediate arrays; None stores them). ``chain`` may be a :class:`Chain` or a
+    :class:`Mechanism` (with ``dc.Events(mechanism, ...)``, ``dc.EventState(state, model=mechanism)`` and the motor
+    torques as controls, ``Control(tau=(T, n_motors))``); ``solver`` defaults to the recursion for a chain, dense KKT
+    for a mechanism. The start is validated by
     :func:`check_event_state` unless ``check=False`` (e.g. to study drift on purpose), and so is the run: a
     ``ValueError`` says when its final state is not finite or off the rods and sliders beyond a tolerance that scales
     with the dtype (:mod:`diffchain._analysis.diagnosis`). Quanta that used up their budget are counted in the
@@ -34,12 +38,20 @@ def event_rollout(chain: Chain, events: Events, es: EventState, controls, dt, *,
     from .._simulate.rollout import check_controls, describe, _scan_rollout, check_n_steps, control_checks, dt_checks
 
     who = "event_rollout"
-    check_solver(solver, who)
+    if solver is not None:
+        check_solver(solver, who)
     check_event_integrator(integrator, who)
     if not isinstance(es, EventState):
         raise TypeError(f"{who}: es must be a diffchain.EventState (e.g. dc.EventState(state)), got {describe(es)}")
     n_steps = check_n_steps(n_steps, who)
-    check_sizes(chain, es.state, controls, who)
+    if is_mechanism(chain):
+        check_mechanism_state(chain, es.state, who)
+        n_m = chain.motor_idx.shape[0]
+        if isinstance(controls, Control) and controls.tau.shape[-1:] != (n_m,):
+            raise ValueError(f"{who}: a mechanism's controls hold one torque per motor, Control(tau=...) of shape "
+                             f"(T, n_motors) = (T, {n_m}), got tau of shape {controls.tau.shape}")
+    else:
+        check_sizes(chain, es.state, controls, who)
     controls = check_controls(chain, controls, n_steps, who)
     pending = dt_checks(dt, who, check)
     pending += control_checks(controls, who, check) if isinstance(controls, Control) else []
@@ -56,7 +68,7 @@ def event_rollout(chain: Chain, events: Events, es: EventState, controls, dt, *,
         carry, rep = _event_quantum(chain, events, carry, u, dt, solver, integrator)
         return carry, (carry, rep)
 
-    dt = jnp.asarray(dt, chain.m.dtype)
+    dt = jnp.asarray(dt, model_dtype(chain))
     final, traj = _scan_rollout(chain, body, es, controls, n_steps, checkpoint, lambda c: c.state)
     if check:  # the run itself: finite and on its rods and sliders (diffchain._analysis.diagnosis): its final state
         final, traj = check_run(who, chain, final, traj, "a smaller dt, or a lower Events threshold")

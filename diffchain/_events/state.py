@@ -9,7 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from .detection import _angles, _slack, limit_arc
+from .features import contact_points, free_contacts, is_mechanism, length_scale, n_features, wrapped_angles
 from .._model.chain import Chain, Control, State, _concrete, _require, runtime_checks
+from .._model.geometry import wrap_angle
 
 
 class Events(eqx.Module):
@@ -44,10 +46,18 @@ class Events(eqx.Module):
     max_depth: int = eqx.field(static=True)
     slots: int = eqx.field(static=True)
 
-    def __init__(self, n: int, *, ground=None, lines=None, contact=None, theta_min=None, theta_max=None,
+    def __init__(self, n, *, ground=None, lines=None, contact=None, theta_min=None, theta_max=None,
                  threshold=1.0, max_depth=3, slots=8, chatter_count=3, chatter_window=20, dtype=float):
-        """``ground=y`` is the horizontal line {y = ground} with normal +y; ``lines=(z0, z)`` any set of lines."""
+        """``ground=y`` is the horizontal line {y = ground} with normal +y; ``lines=(z0, z)`` any set of lines.
+
+        ``n``: a chain's number of points, or a :class:`Mechanism`. For a mechanism ``contact`` names the points
+        that can touch the obstacles (default: every moving point), the angle limits are its stops
+        (:meth:`MechanismBuilder.limit`), and the masks have one entry per feature
+        (:func:`diffchain._events.features.n_features`)."""
         dt = jnp.result_type(dtype)
+        stops = None
+        if is_mechanism(n):
+            n, contact, *stops = _mechanism_features(n, contact, theta_min, theta_max, dt)
         z0, z = [], []
         if ground is not None:
             z0.append(jnp.asarray([[0.0, ground]], dt))
@@ -64,7 +74,8 @@ class Events(eqx.Module):
                      f"link, shape (n-1,) = ({n - 1},) for n = {n} points (joint 1 against the world), got {v.shape}")
             return jnp.concatenate([jnp.broadcast_to(v, (n - 1,)), jnp.full((1,), fill, dt)])
 
-        self.theta_min, self.theta_max = full(theta_min, -jnp.inf, "theta_min"), full(theta_max, jnp.inf, "theta_max")
+        self.theta_min, self.theta_max = stops or (full(theta_min, -jnp.inf, "theta_min"),
+                                                   full(theta_max, jnp.inf, "theta_max"))
         self.threshold = jnp.asarray(threshold, dt)
         self.chatter_count = jnp.asarray(chatter_count, dt)
         self.chatter_window = jnp.asarray(chatter_window, dt)
@@ -89,6 +100,26 @@ class Events(eqx.Module):
     @property
     def n(self) -> int:
         return self.contact.shape[0]
+
+
+def _mechanism_features(mech, contact, theta_min, theta_max, dt):
+    """A mechanism's (F, contact mask (F,), theta_min (F,), theta_max (F,)) for :class:`Events`."""
+    if theta_min is not None or theta_max is not None:
+        raise ValueError("Events: a mechanism's angle limits are its stops, set by MechanismBuilder.limit(name, "
+                         "body_a, body_b, lo, hi); got theta_min/theta_max")
+    F, names = n_features(mech), mech.point_names
+    if contact is None:  # every moving point
+        mask = np.any(np.asarray(mech.W).reshape(len(names), -1) != 0, -1)
+    elif all(isinstance(c, str) for c in contact):
+        unknown = [c for c in contact if c not in names]
+        _require(not unknown, f"Events: contact names unknown points {unknown} (the mechanism's points: {names})")
+        mask = np.isin(np.asarray(names), np.asarray(contact, dtype=object))
+    else:
+        mask = np.asarray(contact, bool)
+        _require(mask.shape == (len(names),), f"Events: contact must be point names or one bool per point of the "
+                 f"mechanism, shape ({len(names)},), got {mask.shape}")
+    pad = lambda v, fill: jnp.concatenate([jnp.asarray(v, dt), jnp.full((F - v.shape[0],), fill, dt)])  # noqa: E731
+    return F, pad(jnp.asarray(mask), False).astype(bool), pad(mech.limit_lo, -jnp.inf), pad(mech.limit_hi, jnp.inf)
 
 
 class EventState(eqx.Module):
@@ -125,20 +156,31 @@ class EventState(eqx.Module):
     fresh: jax.Array
 
     def __init__(self, state: State, stuck=None, pin=None, normal=None, held=None, side=None, chatter=None,
-                 theta=None):
-        n, dt = state.x.shape[-2], state.x.dtype
-        lead = state.x.shape[:-2]
+                 theta=None, *, model=None):
+        """``model``: the :class:`Mechanism` whose state this is (its masks have one entry per feature,
+        :func:`diffchain._events.features.n_features`); a chain's state needs none."""
+        dt, lead = state.x.dtype, state.x.shape[:-2]
+        mech = model if is_mechanism(model) else None
+        n = n_features(mech) if mech else state.x.shape[-2]
+
+        def features(x):  # the contact points and the wrapped angles of x (any leading axes)
+            f = lambda y: (contact_points(mech, y), wrapped_angles(mech, y)) if mech else (y, _angles(y))  # noqa: E731
+            for _ in lead if mech else ():
+                f = jax.vmap(f)
+            return f(x)
+
+        points, angles = features(state.x)
         self.state = state
         self.stuck = jnp.zeros(lead + (n,), bool) if stuck is None else jnp.asarray(stuck, bool)
-        self.pin = state.x if pin is None else jnp.asarray(pin, dt)
+        self.pin = points if pin is None else jnp.asarray(pin, dt)
         self.normal = jnp.zeros(lead + (n, 2), dt) if normal is None else jnp.asarray(normal, dt)
         self.held = jnp.zeros(lead + (n,), bool) if held is None else jnp.asarray(held, bool)
         self.side = jnp.zeros(lead + (n,), dt) if side is None else jnp.asarray(side, dt)
         self.chatter = jnp.zeros(lead + (2, n), dt) if chatter is None else jnp.asarray(chatter, dt)
-        self.theta = _angles(state.x) if theta is None else jnp.asarray(theta, dt)
-        self.a, self.R = jnp.zeros(lead + (n, 2), dt), jnp.zeros(lead + (n, 2), dt)
+        self.theta = angles if theta is None else jnp.asarray(theta, dt)
+        self.a, self.R = jnp.zeros_like(state.x), jnp.zeros(lead + (n, 2), dt)
         self.tau_w = jnp.zeros(lead + (n,), dt)
-        self.control = Control(tau=jnp.zeros(lead + (n,), dt))
+        self.control = Control(tau=jnp.zeros(lead + ((mech.motor_idx.shape[0],) if mech else (n,)), dt))
         self.fresh = jnp.zeros(lead, bool)
 
     @property
@@ -190,15 +232,30 @@ def check_event_state(chain: Chain, events: Events, es: EventState, tol: float =
     longest rod / in radians; its continuous angle, on the branch of ``es.theta``, against
     :func:`diffchain._events.detection.limit_arc`). Works under ``jit``; returns ``es``."""
     from .._simulate.rollout import check_state
+    from .._solvers.mechanism import check_mechanism_state
 
-    if events.n != chain.n:
-        raise ValueError(f"Events are for n = {events.n} points, the chain has n = {chain.n}")
-    state = check_state(chain, es.state, tol)
-    scale = jnp.max(chain.l, initial=1.0)
-    free = events.contact & ~chain.guided & ~es.stuck
-    depth = _slack(events.z, events.z0, state.x)
+    model, F = chain, n_features(chain)
+    if events.n != F:
+        raise ValueError(f"Events are for {events.n} features, the mechanism has {F} (its points and stops): build "
+                         "them with dc.Events(mechanism, ...)" if is_mechanism(model) else
+                         f"Events are for n = {events.n} points, the chain has n = {F}")
+    if es.stuck.shape[-1] != F:
+        raise ValueError(f"EventState: its masks have {es.stuck.shape[-1]} entries, the model has {F} features: build "
+                         "it with dc.EventState(state, model=mechanism) for a mechanism")
+    if is_mechanism(model):
+        check_mechanism_state(model, es.state, "check_event_state")
+        closure = jnp.max(jnp.abs(model.phi(es.state.x.reshape(-1), es.state.t)), initial=0.0)
+        (x,) = runtime_checks((es.state.x,), [(closure > tol * length_scale(model), f"check_event_state: the state "
+                              f"must satisfy the mechanism's constraints Phi(q, t) = 0 (to {tol:g} of its longest "
+                              f"body), got |Phi| = {{0:.3g}}", closure)])
+        state = State(x, es.state.v, es.state.t)
+    else:
+        state = check_state(chain, es.state, tol)
+    scale = length_scale(model)
+    free = free_contacts(model, events, es.stuck)
+    depth = _slack(events.z, events.z0, contact_points(model, state.x))
     below = jnp.any(free[:, None] & (depth < -tol * scale))
-    theta = _angles(state.x, es.theta)
+    theta = es.theta + wrap_angle(wrapped_angles(model, state.x) - es.theta)
     lo, hi, limited = limit_arc(events)
     out = ~es.held & limited & ((theta > hi + tol) | (theta < lo - tol))
     deepest = -jnp.min(jnp.where(free[:, None], depth, jnp.inf), initial=jnp.inf)

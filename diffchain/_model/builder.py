@@ -212,7 +212,8 @@ class MechanismBuilder:
         §12.1); other simulations ignore it."""
         lo = -np.inf if lo is None else _finite_float(lo, f"MechanismBuilder: limit {name!r} lo")
         hi = np.inf if hi is None else _finite_float(hi, f"MechanismBuilder: limit {name!r} hi")
-        if not (lo < hi and -np.pi <= lo and hi <= np.pi) or (np.isinf(lo) and np.isinf(hi)):
+        within = all(-np.pi <= v <= np.pi for v in (lo, hi) if np.isfinite(v))
+        if not (lo < hi and within) or (np.isinf(lo) and np.isinf(hi)):
             raise ValueError(f"MechanismBuilder: limit {name!r} needs -pi <= lo < hi <= pi (one may be None), got "
                              f"lo = {lo}, hi = {hi}")
         self.limits.append(self._ends(name, body_a) + self._ends(name, body_b) + (lo, hi))

@@ -1,0 +1,128 @@
+"""Events on a mechanism built with the MechanismBuilder: a four-bar whose rocker hits an angle stop and whose coupler
+point lands on a floor, through the same event rollout as a chain's (seed 000 §7, §12.1 on natural coordinates).
+
+Every expected value comes from the rules themselves: the stop's and the point's velocities after an inelastic impact
+are zero, nothing passes an obstacle, the loop closes (Phi = 0), an impact is an M-orthogonal projection (the kinetic
+energy cannot rise), and the gradient is checked against central differences.
+"""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import diffchain as dc
+from diffchain._events.mechanism import impulse_projection
+
+pytestmark = pytest.mark.slow
+
+LO, FLOOR, DT, T, TAU, T_ON = 1.28, -0.3, 1e-3, 1500, 30.0, 0.5
+
+
+def fourbar(lo=LO):
+    """Crank A0-A, coupler A-B with the point C below it, rocker B0-B with a stop at angle >= lo against the ground,
+    a motor on the crank."""
+    b = dc.MechanismBuilder()
+    b.ground("A0", (0.0, 0.0)), b.ground("B0", (2.0, 0.0))
+    b.point("A", (0.6, 0.8)), b.point("B", (2.3, 1.4))
+    b.body("crank", "A0", "A", mass=1.0, inertia=0.1)
+    b.body("coupler", "A", "B", mass=2.0, inertia=0.5)
+    b.body("rocker", "B0", "B", mass=1.0, inertia=0.2)
+    b.attach("C", "coupler", (1.0, -0.8))
+    b.motor("drive", "ground", "crank")
+    b.limit("stop", "ground", "rocker", lo=lo)
+    return b.build()
+
+
+@pytest.fixture(scope="module")
+def run():
+    mech, s0 = fourbar()
+    events = dc.Events(mech, ground=FLOOR, contact=["C"])
+    es = dc.EventState(s0, model=mech)
+    tau = jnp.where(jnp.arange(T) * DT >= T_ON, TAU, 0.0)[:, None]
+    final, (traj, rep) = dc.event_rollout(mech, events, es, dc.Control(tau=tau), DT,
+                                          integrator=dc.Projected(dc.VelocityVerlet()))
+    return mech, events, es, traj, rep
+
+
+def _c(mech):
+    return mech.point_names.index("C")
+
+
+def test_stop_hit_held_released_then_point_lands_and_sticks(run):
+    mech, _, _, traj, rep = run
+    q, qd = traj.state.x.reshape(T, -1), traj.state.v.reshape(T, -1)
+    theta = jax.vmap(mech.limit_angles)(q)[:, 0]
+    omega = jax.vmap(lambda a, b: jax.jvp(mech.limit_angles, (a,), (b,))[1])(q, qd)[:, 0]
+    c = _c(mech)
+    C = jax.vmap(mech.points)(q)[:, c]
+    Cd = (qd @ mech.W.T).reshape(T, -1, 2)[:, c]
+    hits, lands = np.flatnonzero(rep.limit_hits[:, 0]), np.flatnonzero(rep.impacts[:, c])
+    released = np.flatnonzero(rep.limit_releases[:, 0])
+    assert hits.size == 1 and lands.size == 1 and released.size == 1
+    hit, land, off = int(hits[0]), int(lands[0]), int(released[0])
+    # the stop is hit while falling, held by gravity until the motor drives it off, then C lands
+    assert hit * DT < T_ON <= off * DT < land * DT
+    assert np.all(traj.held[hit:off, 0]) and not np.any(traj.held[:hit, 0]) and not np.any(traj.held[off + 1:, 0])
+    # inelastic: the stop's relative angular velocity and the landed point's velocity vanish, and stay so
+    assert float(jnp.max(jnp.abs(omega[hit:off]))) < 1e-9
+    assert float(jnp.max(jnp.abs(theta[hit:off] - LO))) < 1e-9
+    assert np.all(traj.stuck[land:, c]) and not rep.releases.any()
+    assert float(jnp.max(jnp.abs(Cd[land:]))) < 1e-9
+    # nothing passes the floor or the stop; the loop stays closed
+    assert float(jnp.min(C[:, 1])) > FLOOR - 1e-9 and float(jnp.min(C[land:, 1])) < FLOOR + 1e-9
+    assert float(jnp.min(theta)) > LO - 1e-9
+    closure = jax.vmap(mech.phi)(q, traj.state.t)
+    assert float(jnp.max(jnp.abs(closure))) <= 1e-8
+    assert not rep.exhausted.any()
+
+
+def test_no_impact_raises_the_energy(run):
+    """The quanta with an impact change the mechanism's energy by no more than the quiet quanta do (the motor's work
+    per quantum), and each impact itself, the M-orthogonal projection, lowers the kinetic energy."""
+    mech, events, es, traj, rep = run
+    E = jax.vmap(lambda x, v: mech.energy(dc.State(x, v)))(traj.state.x, traj.state.v)
+    dE = np.diff(np.asarray(E))
+    event = np.asarray(rep.events[1:] > 0)
+    assert event.sum() == 2
+    assert dE[event].max() <= dE[~event].max() + 1e-12
+    assert dE[event].min() < -0.1  # the impacts take energy out
+    # each impact alone, on random velocities, in a free, a held and a stuck state
+    ke = lambda u: 0.5 * u.reshape(-1) @ mech.M @ u.reshape(-1)  # noqa: E731
+    for k, key in zip((600, 400, 1400), jax.random.split(jax.random.PRNGKey(0), 3)):
+        es_k = jax.tree_util.tree_map(lambda a: a[k], traj)
+        v = jax.random.normal(key, es_k.state.v.shape)
+        dv = impulse_projection(mech, events, es_k, es_k.state.x, v, es_k.state.t)
+        assert float(ke(v + dv)) <= float(ke(v)) * (1 + 1e-12)
+
+
+def test_motor_gradient_matches_central_differences(run):
+    """d (C's x after 0.15 s) / d tau on an event-free stretch after the release, against central differences; the
+    gradient through the whole run (both impacts) is finite."""
+    mech, events, _, traj, _ = run
+    start = jax.tree_util.tree_map(lambda a: a[550], traj)
+    c = _c(mech)
+
+    def loss(tau, es, n):
+        controls = dc.Control(tau=jnp.full((n, 1), tau))
+        final, _ = dc.event_rollout(mech, events, es, controls, DT, integrator=dc.Projected(dc.VelocityVerlet()),
+                                    check=False)
+        return mech.points(final.state.x.reshape(-1))[c, 0]
+
+    seg = jax.jit(lambda tau: loss(tau, start, 150))
+    g = jax.grad(seg)(TAU)
+    eps = 1e-4
+    fd = (seg(TAU + eps) - seg(TAU - eps)) / (2 * eps)
+    assert np.isfinite(float(g)) and abs(float(g) - float(fd)) < 1e-6 * max(1.0, abs(float(fd)))
+
+
+def test_solvers_agree_on_the_events():
+    """Range space and null space give the dense KKT's run (the same events at the same quanta, states to 1e-9)."""
+    mech, s0 = fourbar()
+    events = dc.Events(mech, ground=FLOOR, contact=["C"])
+    es = dc.EventState(s0, model=mech)
+    tau = jnp.where(jnp.arange(700) * DT >= T_ON, TAU, 0.0)[:, None]
+    runs = [dc.event_rollout(mech, events, es, dc.Control(tau=tau), DT, solver=s)[1]
+            for s in (dc.KKT(), dc.RangeSpace(), dc.NullSpace())]
+    for traj, rep in runs[1:]:
+        assert np.array_equal(rep.limit_hits, runs[0][1].limit_hits)
+        assert float(jnp.max(jnp.abs(traj.state.x - runs[0][0].state.x))) < 1e-9
