@@ -13,8 +13,6 @@ import pytest
 import diffchain as dc
 from diffchain._events.mechanism import impulse_projection
 
-pytestmark = pytest.mark.slow
-
 LO, FLOOR, DT, T, TAU, T_ON = 1.28, -0.3, 1e-3, 1500, 30.0, 0.5
 
 
@@ -33,6 +31,27 @@ def fourbar(lo=LO):
     return b.build()
 
 
+def test_bad_mechanism_event_input_is_refused():
+    mech, s0 = fourbar()
+    with pytest.raises(ValueError, match=r"lo < hi"):
+        b = dc.MechanismBuilder()
+        b.ground("O", (0, 0)), b.point("A", (1, 0), mass=1.0), b.body("link", "O", "A")
+        b.limit("stop", "ground", "link", lo=1.0, hi=0.5)
+    with pytest.raises(ValueError, match="unknown body 'lnk'"):
+        b.limit("stop", "ground", "lnk", lo=0.5)
+    with pytest.raises(ValueError, match=r"MechanismBuilder.limit"):
+        dc.Events(mech, ground=FLOOR, theta_min=0.1)
+    with pytest.raises(ValueError, match=r"unknown points \['Z'\]"):
+        dc.Events(mech, ground=FLOOR, contact=["Z"])
+    events = dc.Events(mech, ground=FLOOR, contact=["C"])
+    with pytest.raises(ValueError, match=r"EventState\(state, model=mechanism\)"):
+        dc.event_rollout(mech, events, dc.EventState(s0), None, DT, n_steps=2)
+    with pytest.raises(ValueError, match=r"one torque per motor.*\(T, 1\)"):
+        dc.event_rollout(mech, events, dc.EventState(s0, model=mech), dc.Control(tau=jnp.zeros((2, 3))), DT)
+    with pytest.raises(TypeError, match="event_rollout: .* needs a dense solver"):
+        dc.event_rollout(mech, events, dc.EventState(s0, model=mech), None, DT, n_steps=2, solver=dc.Recursive())
+
+
 @pytest.fixture(scope="module")
 def run():
     mech, s0 = fourbar()
@@ -48,6 +67,7 @@ def _c(mech):
     return mech.point_names.index("C")
 
 
+@pytest.mark.slow
 def test_stop_hit_held_released_then_point_lands_and_sticks(run):
     mech, _, _, traj, rep = run
     q, qd = traj.state.x.reshape(T, -1), traj.state.v.reshape(T, -1)
@@ -76,6 +96,7 @@ def test_stop_hit_held_released_then_point_lands_and_sticks(run):
     assert not rep.exhausted.any()
 
 
+@pytest.mark.slow
 def test_no_impact_raises_the_energy(run):
     """The quanta with an impact change the mechanism's energy by no more than the quiet quanta do (the motor's work
     per quantum), and each impact itself, the M-orthogonal projection, lowers the kinetic energy."""
@@ -95,6 +116,7 @@ def test_no_impact_raises_the_energy(run):
         assert float(ke(v + dv)) <= float(ke(v)) * (1 + 1e-12)
 
 
+@pytest.mark.slow
 def test_motor_gradient_matches_central_differences(run):
     """d (C's x after 0.15 s) / d tau on an event-free stretch after the release, against central differences; the
     gradient through the whole run (both impacts) is finite."""
@@ -108,13 +130,14 @@ def test_motor_gradient_matches_central_differences(run):
                                     check=False)
         return mech.points(final.state.x.reshape(-1))[c, 0]
 
-    seg = jax.jit(lambda tau: loss(tau, start, 150))
-    g = jax.grad(seg)(TAU)
+    seg = jax.jit(jax.value_and_grad(lambda tau: loss(tau, start, 150)))  # (one program for both)
+    g = seg(TAU)[1]
     eps = 1e-4
-    fd = (seg(TAU + eps) - seg(TAU - eps)) / (2 * eps)
+    fd = (seg(TAU + eps)[0] - seg(TAU - eps)[0]) / (2 * eps)
     assert np.isfinite(float(g)) and abs(float(g) - float(fd)) < 1e-6 * max(1.0, abs(float(fd)))
 
 
+@pytest.mark.slow
 def test_solvers_agree_on_the_events():
     """Range space and null space give the dense KKT's run (the same events at the same quanta, states to 1e-9)."""
     mech, s0 = fourbar()

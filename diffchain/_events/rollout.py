@@ -8,7 +8,8 @@ import jax
 import jax.numpy as jnp
 
 from .._simulate.integrators import Integrator, VelocityVerlet
-from .._solvers.base import Solver, check_solver
+from .._solvers.base import Solver
+from .dynamics import default_solver
 from .._solvers.mechanism import check_mechanism_state
 from .features import is_mechanism, model_dtype
 from .state import EventState, Events, check_event_state
@@ -38,8 +39,7 @@ def event_rollout(chain: Chain, events: Events, es: EventState, controls, dt, *,
     from .._simulate.rollout import check_controls, describe, _scan_rollout, check_n_steps, control_checks, dt_checks
 
     who = "event_rollout"
-    if solver is not None:
-        check_solver(solver, who)
+    solver = default_solver(chain, solver, who)
     check_event_integrator(integrator, who)
     if not isinstance(es, EventState):
         raise TypeError(f"{who}: es must be a diffchain.EventState (e.g. dc.EventState(state)), got {describe(es)}")
