@@ -19,7 +19,7 @@ from ._solvers.mechanism import constraint_terms, lagrange_terms, mechanism_dyna
 from ._analysis.kinematics import (accelerations as acceleration_analysis, assemble, kinematic_analysis,
                          velocities as velocity_analysis)
 from ._simulate.mechanism import (actuator_forces, loop_closure_dynamics, loop_closure_terms,
-                                  mechanism_inverse_dynamics, mechanism_rollout)
+                                  mechanism_inverse_dynamics)
 from ._solvers.closed_chain import closed_chain_dynamics
 from ._events.state import EventState, Events, StepReport, check_event_state
 from ._events.quantum import event_step
@@ -42,7 +42,7 @@ __all__ = [
     "Mechanism", "MechanismBuilder", "constraint_terms", "lagrange_terms",
     "mechanism_dynamics", "reactions", "acceleration_analysis", "assemble", "kinematic_analysis", "velocity_analysis",
     "actuator_forces", "loop_closure_dynamics", "loop_closure_terms", "mechanism_inverse_dynamics",
-    "mechanism_rollout", "closed_chain_dynamics",
+    "closed_chain_dynamics",
     # contacts, limits and held joints (seed 000 Part II, §7, §12)
     "EventState", "Events", "StepReport", "check_event_state", "event_rollout", "event_step",
     # whether a run can be trusted: finite, on its constraints, singular passages, exhausted budgets

@@ -216,7 +216,7 @@ def loop_closure(x):
 def four_bar_runs():
     """Both runs by one compiled program (dt traced, 5000 steps: 10 s at dt = 2e-3, 25 s at dt = 5e-3)."""
     mech, s0 = n_four_bar()
-    run = jax.jit(lambda s, dt: dc.mechanism_rollout(mech, s, dt, 5000, check=False)[1])
+    run = jax.jit(lambda s, dt: dc.rollout(mech, s, None, dt, n_steps=5000, integrator=dc.RK4(), check=False)[1])
     diagnose = jax.jit(lambda traj, tol=None: dc.diagnose(mech, traj, singular_tol=tol))
     runs = {dt: (traj, diagnose(traj)) for dt in (2e-3, 5e-3) for traj in [run(s0, dt)]}
     return mech, s0, runs, diagnose
@@ -239,9 +239,9 @@ def test_n_four_bar_leaving_its_branch_is_reported(four_bar_runs):
     assert int(report.first_violation) == k and not bool(report.ok)
     # a run that ends three steps later (this program's round-off differs from the fixture's: it may leave its branch
     # a step or two later) ends off its constraints, still finite
-    with pytest.raises(ValueError, match=r"mechanism_rollout: the run ends off its constraints \(t = "
+    with pytest.raises(ValueError, match=r"rollout: the run ends off its constraints \(t = "
                                          r"[0-9.]+\): the loop-closure Phi\(q, t\) error is"):
-        dc.mechanism_rollout(mech, s0, 5e-3, k + 3)
+        dc.rollout(mech, s0, None, 5e-3, n_steps=k + 3, integrator=dc.RK4())
 
 
 def test_n_four_bar_at_2e3_is_right_and_silent(four_bar_runs):
@@ -280,7 +280,7 @@ def test_mechanism_at_rest_in_a_singular_configuration_is_reported():
     mech, _ = mb.build()
     assert mech.nominal_rank == 5
     s0 = dc.State(jnp.array([[1.0, 0.0], [2.0, 0.0], [3.0, 0.0]]), jnp.zeros((3, 2)), 0.0)   # cranks along the frame
-    _, traj = dc.mechanism_rollout(mech, s0, 1e-3, 5)
+    _, traj = dc.rollout(mech, s0, None, 1e-3, n_steps=5, integrator=dc.RK4())
     report = dc.diagnose(mech, traj)
     J = np.asarray(jax.vmap(jax.jacfwd(mech.phi))(traj.x.reshape(5, -1), traj.t))
     sv = np.linalg.svd(J, compute_uv=False)

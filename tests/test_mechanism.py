@@ -11,7 +11,6 @@ import diffchain as dc
 from diffchain._analysis import kinematics as kin
 from diffchain._solvers import rank, dense, mechanism as ms
 from diffchain import MechanismBuilder
-from diffchain._simulate.mechanism import mechanism_rollout
 
 SOLVERS = [dc.KKT(), dc.RangeSpace(), dc.NullSpace(), dc.Larin()]
 dyn = eqx.filter_jit(ms.mechanism_dynamics)
@@ -97,7 +96,7 @@ def test_solvers_agree_on_four_bar(stab=0.05):
 def test_four_bar_energy_conserved_rk4():
     mech, s = four_bar(0.8)
     s, _ = velocities(mech, dc.State(s.x, jnp.array([[-2.0, 1.5], [0.0, 0.0]]), 0.0))
-    rollout = eqx.filter_jit(lambda m, s: mechanism_rollout(m, s, 1e-3, 10_000, integrator=dc.RK4()))
+    rollout = eqx.filter_jit(lambda m, s: dc.rollout(m, s, None, 1e-3, n_steps=10_000, integrator=dc.RK4()))
     final, traj = rollout(mech, s)
     E = jax.vmap(lambda x, v: mech.energy(dc.State(x, v, 0.0)))(traj.x, traj.v)
     E0 = float(mech.energy(s))
@@ -117,7 +116,7 @@ def test_projected_rollout_keeps_the_loop_closed():
 
     @eqx.filter_jit
     def runs(mech, s):
-        return [mechanism_rollout(mech, s, 2e-3, 2000, integrator=i)[1] for i in (dc.Projected(), dc.RK4())]
+        return [dc.rollout(mech, s, None, 2e-3, n_steps=2000, integrator=i)[1] for i in (dc.Projected(), dc.RK4())]
 
     proj, plain = runs(mech, s)
     closure = jax.vmap(lambda x: mech.phi(x.reshape(-1), 0.0))
@@ -130,7 +129,7 @@ def test_projected_rollout_keeps_the_loop_closed():
     crank, guess = slider_crank()
     state, info = assemble(crank, guess)
     state, _ = velocities(crank, state)
-    _, traj = eqx.filter_jit(lambda m, s: mechanism_rollout(m, s, 2e-3, 500, integrator=dc.Projected()))(crank, state)
+    _, traj = eqx.filter_jit(lambda m, s: dc.rollout(m, s, None, 2e-3, n_steps=500))(crank, state)
     J = jax.vmap(lambda x, t: jax.jacfwd(crank.phi, argnums=(0, 1))(x.reshape(-1), t))(traj.x, traj.t)
     assert float(jnp.max(jnp.abs(jax.vmap(crank.phi)(traj.x.reshape(500, -1), traj.t)))) < 1e-12
     assert float(jnp.max(jnp.abs(jnp.einsum("kij,kj->ki", J[0], traj.v.reshape(500, -1)) + J[1]))) < 1e-11
@@ -315,7 +314,8 @@ def test_gradient_through_rollout_matches_finite_differences():
     mech, s = four_bar(0.8, motor=True)
 
     def final_angle(tau):
-        final, _ = mechanism_rollout(mech, s, 2e-3, 150, tau=tau[None], integrator=dc.SemiImplicitEuler())
+        final, _ = dc.rollout(mech, s, lambda _: dc.Control(tau=tau[None]), 2e-3, n_steps=150,
+                              integrator=dc.SemiImplicitEuler())
         return rocker_angle(final.x)
 
     vg = jax.jit(jax.value_and_grad(final_angle))
@@ -394,10 +394,32 @@ def test_baumgarte_stabilisation_reduces_drift():
     def drift(mech, s):
         out = []
         for factor in (None, 5.0):
-            _, traj = mechanism_rollout(mech, s, 2e-3, 2000, integrator=dc.SemiImplicitEuler(stab_factor=factor),
-                                        check=factor is not None)  # (without stabilisation it drifts on purpose)
+            _, traj = dc.rollout(mech, s, None, 2e-3, n_steps=2000,
+                                 integrator=dc.SemiImplicitEuler(stab_factor=factor),
+                                 check=factor is not None)  # (without stabilisation it drifts on purpose)
             out.append(jnp.max(jnp.abs(jax.vmap(lambda x: mech.phi(x.reshape(-1), 0.0))(traj.x))))
         return out
 
     plain, stabilised = drift(mech, s)
     assert float(plain) > 5 * float(stabilised) and float(stabilised) < 3e-3
+
+
+def test_rollout_takes_stacked_torques_a_policy_or_none():
+    """dc.rollout of a mechanism: the motor torques as a stacked Control, as a policy and (zero) as None give the
+    same run as the integrator written out with mechanism_dynamics."""
+    mech, s = four_bar(0.8, motor=True)
+    dt, n = 2e-3, 20
+    stacked = dc.rollout(mech, s, dc.Control(tau=jnp.full((n, 1), 0.5)), dt, n_steps=n, integrator=dc.RK4())[0]
+    policy = dc.rollout(mech, s, lambda _: dc.Control(tau=jnp.array([0.5])), dt, n_steps=n, integrator=dc.RK4())[0]
+    zero = dc.rollout(mech, s, None, dt, n_steps=n, integrator=dc.RK4())[0]
+    rk4 = dc.RK4()
+
+    @jax.jit
+    def written_out(tau):
+        accel = lambda s_: ms.mechanism_dynamics(mech, s_, tau[None], stab=rk4.stab(dt))[0]  # noqa: E731
+        return jax.lax.fori_loop(0, n, lambda _, s_: rk4(accel, s_, dt), s)
+
+    for tau, final in ((0.5, stacked), (0.5, policy), (0.0, zero)):
+        ref = written_out(jnp.asarray(tau))
+        np.testing.assert_allclose(final.x, ref.x, rtol=0, atol=1e-13)
+        np.testing.assert_allclose(final.v, ref.v, rtol=0, atol=1e-12)

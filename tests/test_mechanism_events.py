@@ -48,7 +48,7 @@ def test_bad_mechanism_event_input_is_refused():
         dc.event_rollout(mech, events, dc.EventState(s0), None, DT, n_steps=2)
     with pytest.raises(ValueError, match=r"one torque per motor.*\(T, 1\)"):
         dc.event_rollout(mech, events, dc.EventState(s0, model=mech), dc.Control(tau=jnp.zeros((2, 3))), DT)
-    with pytest.raises(TypeError, match="event_rollout: .* needs a dense solver"):
+    with pytest.raises(TypeError, match="event_rollout: Recursive.. solves serial chains only .* needs a dense solver"):
         dc.event_rollout(mech, events, dc.EventState(s0, model=mech), None, DT, n_steps=2, solver=dc.Recursive())
 
 

@@ -61,7 +61,7 @@ def spring(**kw):
 
 
 def mech_roll(tau=None, dt=DT, n_steps=1, state=MS0, **kw):
-    return dc.mechanism_rollout(MECH, state, dt, n_steps, tau=tau, **kw)[0].x
+    return dc.rollout(MECH, state, None if tau is None else dc.Control(tau=tau), dt, n_steps=n_steps, **kw)[0].x
 
 
 def a(*v):
@@ -233,23 +233,26 @@ CASES = [
         CHAIN, dc.Events(CHAIN.n, theta_min=a(-INF, -0.1), theta_max=a(INF, 0.1)),
         dc.EventState(dc.State(x, S0.v))).state.x,
      (S0.x,), ValueError, "check_event_state: every free joint must start within its angle limits", V),
-    ("mechanism tau length", lambda tau: mech_roll(tau), (a(0.5, 0.2),), ValueError,
-     r"mechanism_rollout: tau must be None, one torque per motor \(n_motors,\) = \(1,\)", S),
+    ("mechanism tau length", lambda tau: mech_roll(tau), (jnp.zeros((1, 2)),), ValueError,
+     r"rollout: a mechanism's controls hold one torque per motor, Control\(tau=...\) of shape \(T, n_motors\) = "
+     r"\(T, 1\)", S),
     ("mechanism tau steps", lambda tau: mech_roll(tau, n_steps=2), (jnp.zeros((3, 1)),), ValueError,
-     r"mechanism_rollout: tau must be None.*got shape \(3, 1\)", S),
-    ("mechanism tau nan", lambda tau: mech_roll(tau), (a(NAN),), ValueError, "mechanism_rollout: tau must be finite", V),
+     r"rollout: n_steps=2 but the controls have 3 steps", S),
+    ("mechanism tau nan", lambda tau: mech_roll(tau), (jnp.full((1, 1), NAN),), ValueError,
+     "rollout: the control's tau must be finite", V),
     ("mechanism integrator RATTLE", lambda dt: mech_roll(dt=dt, integrator=dc.RATTLE()), (sc(DT),), TypeError,
-     r"mechanism_rollout: integrator must be a plain integrator .* or one of them Projected\(\): RATTLE works on", T),
+     r"rollout: integrator must be a plain integrator .* or one of them Projected\(\): RATTLE works on", T),
     ("mechanism dt zero", lambda dt: mech_roll(dt=dt), (sc(0.0),), ValueError,
-     "mechanism_rollout: dt must be finite and > 0", V),
+     "rollout: dt must be finite and > 0", V),
     ("mechanism n_steps", lambda dt: mech_roll(dt=dt, n_steps=-2), (sc(DT),), ValueError,
-     "mechanism_rollout: n_steps must be an int >= 0", S),
+     "rollout: n_steps must be an int >= 0", S),
     ("mechanism integrator", lambda dt: mech_roll(dt=dt, integrator="rk4"), (sc(DT),), TypeError,
-     "mechanism_rollout: integrator must be an Integrator", T),
+     "rollout: integrator must be an Integrator", T),
     ("mechanism solver", lambda dt: mech_roll(dt=dt, solver=dc.Recursive()), (sc(DT),), TypeError,
-     "Recursive: the seed-000 recursion solves serial chains only; a mechanism .* needs a dense solver", T),
+     r"rollout: Recursive\(\) solves serial chains only \(the seed-000 recursion\); a mechanism needs a dense solver",
+     T),
     ("mechanism state", lambda x: mech_roll(state=dc.State(x)), (jnp.zeros((3, 2)),), ValueError,
-     "mechanism_rollout: the state must hold the mechanism's N = 2 coordinate points", S),
+     "rollout: the state must hold the mechanism's N = 2 coordinate points", S),
     ("mechanism_dynamics tau", lambda tau: dc.mechanism_dynamics(MECH, MS0, tau)[0], (a(0.5, 0.2),), ValueError,
      "Mechanism: tau must hold one torque per motor", S),
     ("mechanism_dynamics F", lambda F: dc.mechanism_dynamics(MECH, MS0, None, F)[0], (jnp.zeros(8),), ValueError,

@@ -28,7 +28,7 @@ One measure for every model, taken on the states a rollout returns (never inside
   They are counted, not failures: the forced finish still advances exactly dt and puts contact points back onto their
   obstacle, but that quantum's error was not tested.
 
-The rollouts (:func:`diffchain.rollout`, :func:`diffchain.mechanism_rollout`, :func:`diffchain.event_rollout`) with
+The rollouts (:func:`diffchain.rollout` of a chain or a mechanism, :func:`diffchain.event_rollout`) with
 their default ``check=True`` raise a ``ValueError`` when their final state is not finite (a run that diverged: NaN and
 inf persist) or off its constraints, naming its time, the errors and the tolerances (one ``lax.cond`` per call,
 :func:`diffchain._model.chain.runtime_checks`; readable under ``jax.jit``, the batch element named under ``vmap``);
@@ -166,8 +166,8 @@ def _split(model, trajectory):
         return "mechanism", trajectory, reports
     if isinstance(model, Chain):
         return ("events" if reports is not None else "chain"), trajectory, reports
-    raise TypeError(f"diagnose: model must be a diffchain.Chain (for rollout and event_rollout) or a Mechanism (for "
-                    f"mechanism_rollout), got {type(model).__name__}")
+    raise TypeError(f"diagnose: model must be a diffchain.Chain or a Mechanism (as given to rollout or event_rollout), "
+                    f"got {type(model).__name__}")
 
 
 def _chain_errors(chain: Chain, x, v):
@@ -271,7 +271,7 @@ def diagnose(model, trajectory, *, rtol=None, singular_tol=None) -> Report:
     configuration, and (events) how often a quantum used up its budget.
 
     ``model`` is the Chain or Mechanism that was simulated; ``trajectory`` what the rollout returned as its second
-    output: the States of :func:`~diffchain.rollout` or :func:`~diffchain.mechanism_rollout`, or the (EventStates,
+    output: the States of :func:`~diffchain.rollout` (of a chain or a mechanism), or the (EventStates,
     StepReports) of :func:`~diffchain.event_rollout`. ``rtol`` (default ``max(1e-2, eps ** (1/3))`` of the states'
     dtype) sets the constraint tolerance (positions ``rtol`` times the longest rod, rates ``100 rtol``) and
     ``singular_tol`` (default ``sqrt(eps)``) the conditioning below which a step counts as singular (module

@@ -30,10 +30,7 @@ def default_solver(model, solver, who="event_step"):
     """``solver``, or the model's default: the recursion for a chain, dense KKT for a mechanism."""
     if solver is None:
         return KKT() if is_mechanism(model) else Recursive()
-    if is_mechanism(model) and isinstance(check_solver(solver, who), Recursive):
-        raise TypeError(f"{who}: the seed-000 recursion solves serial chains only; a mechanism needs a dense solver: "
-                        "KKT() (the default), RangeSpace(), NullSpace() or Larin()")
-    return check_solver(solver, who)
+    return check_solver(solver, who, is_mechanism(model))
 
 
 def check_event_sizes(model, es: EventState, control: Control, who: str):

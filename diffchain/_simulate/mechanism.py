@@ -1,8 +1,7 @@
 """Simulation, loop-closure functions and closed-loop inverse dynamics of mechanisms (seed 001 §8.11–8.12).
 
-* :func:`mechanism_rollout`: ``lax.scan`` of a diffchain integrator (``RK4()``, ``SemiImplicitEuler()``, ...) over the
-  mechanism's accelerations; the integrator's ``stab`` (T_stab = stab_factor * dt) is used as Baumgarte's time
-  constant (seed 001 §8.3, alpha = beta = 1/T_stab); ``stab_factor=None`` integrates without stabilisation.
+* :func:`mechanism_rollout`: :func:`diffchain.rollout` of a mechanism, ``lax.scan`` of a diffchain integrator over
+  the mechanism's accelerations (Baumgarte stabilisation with the integrator's ``stab``, or ``Projected``).
 * :func:`loop_closure_terms` / :func:`loop_closure_dynamics` (seed 001 eqs. 8.56–8.60): the user gives q = gamma(y);
   G = d gamma/dy by jacfwd, g = G_dot y_dot by a nested jvp, and G^T M G y_dd = G^T (Q - M g). Integrating y keeps
   every constraint exactly: no drift, no stabilisation.
@@ -15,13 +14,12 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from .rollout import check_arguments, check_n_steps, dt_checks, finite_check
-from .integrators import RK4
+from .rollout import _scan_rollout, control_checks, dt_checks
 from .projection import ChainIntegrator, Projected
 from .._solvers.dense import KKT, null_space_basis
 from .._solvers.mechanism import check_mechanism_state, mechanism_dynamics, mechanism_terms
 from .._solvers.rank import rank_info
-from .._model.chain import State, _show, runtime_checks
+from .._model.chain import Control, State, describe, runtime_checks
 from .._analysis.diagnosis import check_run
 
 UNDER, PROPER, REDUNDANT, UNDER_AND_REDUNDANT = 0, 1, 2, 3
@@ -29,55 +27,57 @@ ACTUATION = {UNDER: "under-actuated", PROPER: "properly actuated", REDUNDANT: "r
              UNDER_AND_REDUNDANT: "under-actuated and redundantly actuated"}
 
 
-def mechanism_rollout(mech, state: State, dt, n_steps: int, *, tau=None, integrator=RK4(), solver=KKT(),
-                      check: bool = True):
-    """Simulate; ``tau`` is None, a constant (n_motors,) or a sequence (n_steps, n_motors). Returns (final, trajectory).
-
-    Arguments of the wrong type or shape raise at trace time; ``dt`` (finite, > 0) and ``tau`` (finite) are checked
-    once per call, when the program runs if they are traced, and so is the run itself: a ``ValueError`` says when
-    its final state is not finite or off its constraints, the loop closure Phi(q, t) or its rate
-    Phi_q q_dot + Phi_t beyond a tolerance that scales with the dtype (:mod:`diffchain._analysis.diagnosis`; a run that
-    leaves its branch at a singular configuration leaves them there). ``check=False`` skips all of these; then
-    :func:`diffchain.diagnose` reports on the run without raising, with the conditioning of its singular passages.
-    ``integrator=Projected(base)`` moves every step's end onto the loop closure and its rate
-    (:func:`project_mechanism`; ``Projected()``: RK4 without drift correction, then the projection).
-    """
-    who = "mechanism_rollout"
-    check_arguments(solver, integrator, who)
+def mechanism_rollout(mech, state: State, controls, dt, *, n_steps, solver, integrator, checkpoint, check, who):
+    """:func:`diffchain.rollout` of a mechanism: ``controls`` holds the motor torques (``Control(tau=(T, n_motors))``,
+    a policy ``state -> Control(tau=(n_motors,))``, or None); ``integrator`` a plain one (its ``stab``, T_stab =
+    stab_factor * dt, is Baumgarte's time constant, seed 001 §8.3, alpha = beta = 1/T_stab; ``stab_factor=None``
+    integrates without stabilisation) or one of them ``Projected()``, which moves every step's end onto the loop
+    closure and its rate (:func:`project_mechanism`). The run is checked as a chain's: a ``ValueError`` says when its
+    final state is not finite or off the loop closure Phi(q, t) or its rate Phi_q q_dot + Phi_t beyond a tolerance
+    that scales with the dtype (:mod:`diffchain._analysis.diagnosis`; a run that leaves its branch at a singular
+    configuration leaves them there)."""
     projected = integrator if isinstance(integrator, Projected) else None
     if isinstance(integrator, ChainIntegrator) and projected is None:
         raise TypeError(f"{who}: integrator must be a plain integrator (RK4(), SemiImplicitEuler(), SeedQuantum(), "
                         f"VelocityVerlet()) or one of them Projected(): {type(integrator).__name__} works on chains")
     integrator = projected.base if projected else integrator
     check_mechanism_state(mech, state, who)
-    n_steps = check_n_steps(n_steps, who)
-    if n_steps is None:
-        raise TypeError(f"{who}: n_steps must be an int >= 0, got None")
+    n_m, dtype = mech.motor_idx.shape[0], state.x.dtype
+
+    def check_tau(u, lead):
+        if not isinstance(u, Control):
+            raise TypeError(f"{who}: a mechanism's controls must be a diffchain.Control of the motor torques, a policy "
+                            f"returning one, or None; got {describe(u)}")
+        if u.tau.shape[:-1] != lead or u.tau.shape[-1:] != (n_m,):
+            shape = f"(T, n_motors) = (T, {n_m})" if lead else f"(n_motors,) = ({n_m},)"
+            raise ValueError(f"{who}: a mechanism's controls hold one torque per motor, Control(tau=...) of shape "
+                             f"{shape} (motors in the order of creation), got tau of shape {u.tau.shape}")
+
+    if controls is None:
+        if n_steps is None:
+            raise ValueError(f"{who}: a policy (or controls=None) needs n_steps")
+        controls = lambda s: Control(tau=jnp.zeros((n_m,), dtype))  # noqa: E731
+    elif isinstance(controls, Control):
+        check_tau(controls, controls.tau.shape[:1])
+        if controls.tau.ndim != 2:
+            raise ValueError(f"{who}: controls must carry a leading time axis, tau of shape (T, n_motors) = (T, {n_m}),"
+                             f" got {controls.tau.shape} (for one control held over n_steps, pass the policy "
+                             "lambda s: control)")
     pending = dt_checks(dt, who, check)
-    n_m = mech.motor_idx.shape[0]
-    if tau is not None:
-        shape = jnp.shape(tau)
-        if shape not in ((n_m,), (n_steps, n_m)):
-            raise ValueError(f"{who}: tau must be None, one torque per motor (n_motors,) = ({n_m},) held over the "
-                             f"rollout, or a sequence (n_steps, n_motors) = ({n_steps}, {n_m}); got shape {shape}")
-        tau = jnp.asarray(tau)
-        if not isinstance(tau, jax.core.Tracer):
-            if not bool(jnp.all(jnp.isfinite(tau))):
-                raise ValueError(f"{who}: tau must be finite, got {_show(tau)}")
-        elif check:
-            pending.append(finite_check(tau, f"{who}: tau must be finite", time_axis=tau.ndim == 2))
+    pending += control_checks(controls, who, check) if isinstance(controls, Control) else []
     if pending:  # tied to the start: no array of the inputs passes through the check
         state = State(runtime_checks((state.x,), pending)[0], state.v, state.t)
     stab = integrator.stab(dt)
-    taus = jnp.zeros((n_steps, n_m), state.x.dtype) if tau is None else jnp.broadcast_to(tau, (n_steps, n_m))
 
     def body(s, u):
-        s = integrator(lambda s_: mechanism_dynamics(mech, s_, u if n_m else None, solver=solver, stab=stab)[0], s, dt)
+        check_tau(u, ())
+        s = integrator(lambda s_: mechanism_dynamics(mech, s_, u.tau if n_m else None, solver=solver, stab=stab)[0],
+                       s, dt)
         if projected:
             s = project_mechanism(mech, s, solver, projected.iterations)
         return s, s
 
-    final, traj = jax.lax.scan(body, state, taus)
+    final, traj = _scan_rollout(mech, body, state, controls, n_steps, checkpoint, lambda s: s)
     if check:  # the run itself: finite and on its constraints (diffchain._analysis.diagnosis): its final state
         final, traj = check_run(who, mech, final, traj, "a smaller dt, or a stronger stabilisation such as "
                                 "integrator=RK4(stab_factor=20)")

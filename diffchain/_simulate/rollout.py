@@ -18,6 +18,7 @@ from .projection import Projected
 from .._solvers.implicit import KKT_SOLUTION
 from .._analysis.diagnosis import check_run, run_checks
 from .._solvers.base import Solver, check_solver
+from .._solvers.dense import KKT
 from .._solvers.recursive_solver import Recursive
 
 
@@ -66,13 +67,14 @@ def _step(chain, state, control, dt, solver, integrator):
     return integrator.step(chain, state, control, dt, solver)
 
 
-def check_arguments(solver, integrator, who: str):
-    """TypeError naming ``solver`` or ``integrator`` when it is not a chain :class:`Solver` / :class:`Integrator`."""
+def check_arguments(solver, integrator, who: str, mechanism: bool = False):
+    """TypeError naming ``solver`` or ``integrator`` when it is not a :class:`Solver` (for a ``mechanism``, one that
+    solves general systems) / :class:`Integrator`."""
     if not isinstance(integrator, Integrator):
         raise TypeError(f"{who}: integrator must be an Integrator instance: Projected(), RATTLE(), RK4(), "
                         f"SemiImplicitEuler(), SeedQuantum() (or a subclass of diffchain.Integrator), got "
                         f"{describe(integrator)}")
-    check_solver(solver, who)
+    check_solver(solver, who, mechanism)
 
 
 def dt_checks(dt, who: str, traced: bool = True) -> list:
@@ -163,10 +165,15 @@ def _check_dtypes(chain, state, controls, who):
                         + ": the steps would promote the state; build them in one dtype")
 
 
-def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = None, solver: Solver = Recursive(),
+def rollout(chain, state: State, controls, dt, *, n_steps: int | None = None, solver: Solver | None = None,
             integrator: Integrator = Projected(), checkpoint: int | None = None, check: bool = True,
             backend: Backend | None = None):
-    """Simulate from ``state``; returns (final state, trajectory of the states after each step, stacked on axis 0).
+    """Simulate a :class:`Chain` or a :class:`Mechanism` from ``state``; returns (final state, trajectory of the
+    states after each step, stacked on axis 0).
+
+    ``solver`` defaults to :class:`~diffchain.Recursive` for a chain and :class:`~diffchain.KKT` for a mechanism
+    (which takes the dense solvers only). The default integrator ``Projected()`` keeps the constraints (rods and
+    sliders; a mechanism's loop closure and its rate) to round-off.
 
     Arguments of the wrong type or shape raise at trace time (TypeError / ValueError naming them), as do known bad
     values (``dt`` not finite and > 0, non-finite controls). ``check=True`` also validates the start with
@@ -187,7 +194,13 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
     of this program; ``PointMajor()``, the batched point-major program of :mod:`diffchain._xla.point_major` and its own
     adjoint (chains of point masses; the same results to round-off).
     """
-    check_arguments(solver, integrator, "rollout")
+    from .._model.mechanism import Mechanism
+
+    mechanism = isinstance(chain, Mechanism)
+    if not (mechanism or isinstance(chain, Chain)):
+        raise TypeError(f"rollout: the model must be a diffchain.Chain or a Mechanism, got {describe(chain)}")
+    solver = (KKT() if mechanism else Recursive()) if solver is None else solver
+    check_arguments(solver, integrator, "rollout", mechanism)
     if not isinstance(state, State):
         raise TypeError(f"rollout: state must be a diffchain.State, got {describe(state)}")
     n_steps = check_n_steps(n_steps, "rollout")
@@ -195,6 +208,13 @@ def rollout(chain: Chain, state: State, controls, dt, *, n_steps: int | None = N
                                    or checkpoint < 1):
         raise ValueError(f"rollout: checkpoint must be None or an int >= 1 (steps per recomputed segment), got "
                          f"{checkpoint!r}")
+    if mechanism:
+        from .mechanism import mechanism_rollout
+        if backend is not None:
+            raise TypeError(f"rollout: a mechanism runs with backend=None (the batched backends are for chains of "
+                            f"point masses), got {describe(backend)}")
+        return mechanism_rollout(chain, state, controls, dt, n_steps=n_steps, solver=solver, integrator=integrator,
+                                 checkpoint=checkpoint, check=check, who="rollout")
     check_sizes(chain, state, controls, "rollout")
     controls = check_controls(chain, controls, n_steps, "rollout")
     _check_dtypes(chain, state, controls, "rollout")

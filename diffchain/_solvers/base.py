@@ -18,6 +18,7 @@ two apply they agree to round-off (tests/test_solvers_agree.py).
 from __future__ import annotations
 
 import abc
+from typing import ClassVar
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -30,7 +31,10 @@ from .._model.inertia import mass_matrix
 
 
 class Solver(eqx.Module):
-    """Forward dynamics of a chain, of a chain with held joints, and of any constrained system (module docstring)."""
+    """Forward dynamics of a chain, of a chain with held joints, and of any constrained system (module docstring).
+    ``chains_only``: the solver answers for serial chains alone (``system`` refuses)."""
+
+    chains_only: ClassVar[bool] = False
 
     @abc.abstractmethod
     def __call__(self, chain: Chain, state: State, control: Control, stab=None):
@@ -45,12 +49,15 @@ class Solver(eqx.Module):
         """(q_dd, lambda, Info) of ``M q_dd = Q + J^T lambda``, ``J q_dd = gamma`` on the rows ``on``."""
 
 
-def check_solver(solver, who: str):
-    """TypeError naming ``solver`` unless it is a :class:`Solver` instance (one that does not apply to a model, the
-    recursion to a mechanism, says so when it is asked)."""
+def check_solver(solver, who: str, mechanism: bool = False):
+    """TypeError naming ``solver`` unless it is a :class:`Solver` instance, and, for a ``mechanism``, one that solves
+    general systems."""
     if not isinstance(solver, Solver):
         raise TypeError(f"{who}: solver must be a solver instance: Recursive(), KKT(), RangeSpace(), NullSpace() or "
                         f"Larin(), got {describe(solver)}")
+    if mechanism and solver.chains_only:
+        raise TypeError(f"{who}: {type(solver).__name__}() solves serial chains only (the seed-000 recursion); a "
+                        "mechanism needs a dense solver: KKT() (the default), RangeSpace(), NullSpace() or Larin()")
     return solver
 
 

@@ -70,7 +70,7 @@ def mechanism_dynamics(mech, state: State, tau=None, F=None, *, solver=KKT(), st
     (:func:`diffchain._model.chain.runtime_checks`, also under jit) when the status is not OK instead of returning a
     flagged result.
     """
-    solver = check_solver(solver, "mechanism_dynamics")
+    solver = check_solver(solver, "mechanism_dynamics", mechanism=True)
     check_mechanism_state(mech, state, "mechanism_dynamics")
     M, Q, J, gamma, on = mechanism_terms(mech, state, tau, F, stab)
     qdd, lam, info = solver.system(M, Q, J, gamma, on, mech.nominal_rank)

@@ -5,6 +5,8 @@ implicitly (:func:`active_dynamics_recursive`); and one held joint by superposit
 """
 from __future__ import annotations
 
+from typing import ClassVar
+
 
 import equinox as eqx
 import jax
@@ -137,6 +139,8 @@ active_solve.__doc__ = (
 class Recursive(Solver):
     """The O(n) recursion of seed 000: Part I (§3, §5, §6) with ``lax.scan`` sweeps, and Part II (§9–§11) for held
     joints (point masses only; rigid links take a dense solver there). Chains only (serial topology)."""
+
+    chains_only: ClassVar[bool] = True
 
     def __call__(self, chain, state, control, stab=None):
         return recursive_dynamics(chain, state, control, stab)
