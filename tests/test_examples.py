@@ -15,7 +15,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
-SCRIPTS = ("throw_to_target.py", "swingup_optax.py", "train_policy.py", "batched_rollout.py")  # each tested below
+SCRIPTS = ("throw_to_target.py", "swingup_optax.py", "train_policy.py", "batched_rollout.py", "fourbar_stop.py")  # each tested below
 NOTEBOOKS = ("quickstart.ipynb",)
 
 
@@ -86,6 +86,19 @@ def test_train_policy_quick(tmp_path):
     assert len(rows) == 2, out
     assert all(0 < final <= 500 and 5 < rand < 100 for final, rand in rows), rows
     assert sum(final - rand for final, rand in rows) / len(rows) > 0, rows
+
+
+@pytest.mark.slow
+def test_fourbar_stop_quick(tmp_path):
+    """A four-bar built with the MechanismBuilder through the event rollout: it hits its stop, leaves it once driven,
+    then C lands; the loop stays closed, nothing passes the floor or the stop, and C rests."""
+    out = _run_quick("fourbar_stop.py", tmp_path)
+    times = [(float(t), what) for t, what in re.findall(r"^t = (\S+) s: (.+)$", out, re.M)]
+    assert [w for _, w in times] == ["hits the stop", "leaves the stop", "C lands"], out
+    assert _number(r"largest loop-closure error (\S+);", out) < 1e-8
+    assert _number(r"lowest C (\S+) m from the floor", out) > -1e-9
+    assert _number(r"lowest rocker angle (\S+) rad from the stop", out) > -1e-9
+    assert _number(r"C at rest: \|v\| = (\S+) m/s", out) < 1e-9 and "stuck: True" in out
 
 
 def test_batched_rollout_quick(tmp_path):
