@@ -261,12 +261,13 @@ def _kkt_matvec(op, z, Ma=None):
     return top_x, top_y, rod, row1, row2
 
 
-def _kkt_swept(op, b):
-    """The part of K^-1 b that the recursion (:func:`abcd_sweeps_c`) gives, O(n): the accelerations and the rod
-    multipliers (rows switched off: y = b)."""
+def _kkt_swept(op, b, sweeps=None):
+    """The part of K^-1 b that the recursion gives, O(n): the accelerations and the rod multipliers (rows switched
+    off: y = b). ``sweeps``: :func:`abcd_sweeps_c` (default) or :func:`_abcd_sweeps_c` (the scans)."""
     (m, rx, ry, on), (p11, p12, p22) = op[:4], op[8:11]
     bx, by, br = b[:3]
-    ax, ay, phi = abcd_sweeps_c(m, _pad1(rx), _pad1(ry), _pad1(-br), bx, by, p11, p12, p22, *point_a0(op, b))
+    ax, ay, phi = (sweeps or abcd_sweeps_c)(m, _pad1(rx), _pad1(ry), _pad1(-br), bx, by, p11, p12, p22,
+                                            *point_a0(op, b))
     return ax, ay, jnp.where(on, -phi[:-1], br)
 
 
@@ -292,7 +293,9 @@ def point_multipliers(op, b, ax, ay, yr, fx=0.0, fy=0.0, Ma=None):
     return y1, y2
 
 
-kkt_solve = implicit_solve(_kkt_swept, lambda op, b, z: z + point_multipliers(op, b, *z), _kkt_matvec)
+# the derivatives' solves by the scans (as Part II's): a gradient program with fewer written-out copies of the sweeps
+kkt_solve = implicit_solve(_kkt_swept, lambda op, b, z: z + point_multipliers(op, b, *z), _kkt_matvec,
+                           lambda op, b: _kkt_swept(op, b, _abcd_sweeps_c))
 kkt_solve.__doc__ = (
     "z = (a_x, a_y, y_rod, y1, y2) = K(op)^-1 b for the KKT operator of :func:`_kkt_matvec`, by the recursion "
     "(:func:`abcd_sweeps_c`) with implicit derivatives (:func:`implicit_solve`).")
