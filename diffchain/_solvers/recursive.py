@@ -232,7 +232,12 @@ abcd_sweeps_c = one_chain_form(
 abcd_sweeps_c.__doc__ = (
     ":func:`_abcd_sweeps_c` (the same inputs and outputs), written out (:func:`_sweep`) when evaluated on one chain of "
     "up to ``UNROLL_MAX`` points, the ``lax.scan`` form under ``vmap`` (where the scan is the faster form) "
-    "and in derivatives (:func:`one_chain_form`; :func:`kkt_solve` never differentiates it anyway).")
+    "and in derivatives (:func:`one_chain_form`; :func:`kkt_solve` takes :data:`scan_sweeps_c` there).")
+
+
+# the scans alone, batched by one_chain_form's rule (batch axis first: under vmap of a derivative the plain scan's
+# outputs, batched along their second axis, came back misplaced from the implicit solve's rule)
+scan_sweeps_c = one_chain_form(lambda *a: _abcd_sweeps_c(*a), lambda *a: _abcd_sweeps_c(*a))
 
 
 def _pad1(q):
@@ -293,9 +298,10 @@ def point_multipliers(op, b, ax, ay, yr, fx=0.0, fy=0.0, Ma=None):
     return y1, y2
 
 
-# the derivatives' solves by the scans (as Part II's): a gradient program with fewer written-out copies of the sweeps
+# wherever a derivative is taken, the scans (as Part II's): a gradient program without written-out copies of the
+# sweeps (compiled in ~0.75x the time, run ~5-10 % slower on one chain)
 kkt_solve = implicit_solve(_kkt_swept, lambda op, b, z: z + point_multipliers(op, b, *z), _kkt_matvec,
-                           lambda op, b: _kkt_swept(op, b, _abcd_sweeps_c))
+                           lambda op, b: _kkt_swept(op, b, scan_sweeps_c))
 kkt_solve.__doc__ = (
     "z = (a_x, a_y, y_rod, y1, y2) = K(op)^-1 b for the KKT operator of :func:`_kkt_matvec`, by the recursion "
     "(:func:`abcd_sweeps_c`) with implicit derivatives (:func:`implicit_solve`).")

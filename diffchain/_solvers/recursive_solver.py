@@ -126,8 +126,10 @@ part_two_sweeps.__doc__ = (
     "and in derivatives (:func:`diffchain._xla.batching.one_chain_form`), where writing a chain out is slower.")
 
 
+# wherever a derivative is taken, the scans (batched with the batch axis first, as scan_sweeps_c)
+scan_part_two = one_chain_form(lambda *a: _part_two_sweeps(*a), lambda *a: _part_two_sweeps(*a))
 active_solve = implicit_solve(_active_swept, _active_complete, _active_matvec,
-                              lambda op, b: _active_swept(op, b, _part_two_sweeps))
+                              lambda op, b: _active_swept(op, b, scan_part_two))
 active_solve.__doc__ = (
     "z = (a_x, a_y, y_rod, y1, y2, y_t) = K(op)^-1 b for the operator of :func:`_active_matvec` by the Part II "
     "recursion (:func:`part_two_sweeps`), with implicit derivatives "
