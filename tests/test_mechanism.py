@@ -404,9 +404,9 @@ def test_baumgarte_stabilisation_reduces_drift():
     assert float(plain) > 5 * float(stabilised) and float(stabilised) < 3e-3
 
 
-def test_rollout_takes_stacked_torques_a_policy_or_none():
-    """dc.rollout of a mechanism: the motor torques as a stacked Control, as a policy and (zero) as None give the
-    same run as the integrator written out with mechanism_dynamics."""
+def test_rollout_and_step_take_stacked_torques_a_policy_or_none():
+    """dc.rollout of a mechanism: the motor torques as a stacked Control, as a policy and (zero) as None, and dc.step
+    in a loop, give the same run as the integrator written out with mechanism_dynamics."""
     mech, s = four_bar(0.8, motor=True)
     dt, n = 2e-3, 20
     stacked = dc.rollout(mech, s, dc.Control(tau=jnp.full((n, 1), 0.5)), dt, n_steps=n, integrator=dc.RK4())[0]
@@ -419,7 +419,11 @@ def test_rollout_takes_stacked_torques_a_policy_or_none():
         accel = lambda s_: ms.mechanism_dynamics(mech, s_, tau[None], stab=rk4.stab(dt))[0]  # noqa: E731
         return jax.lax.fori_loop(0, n, lambda _, s_: rk4(accel, s_, dt), s)
 
-    for tau, final in ((0.5, stacked), (0.5, policy), (0.0, zero)):
+    one_step = jax.jit(lambda s_: dc.step(mech, s_, dc.Control(tau=jnp.array([0.5])), dt, integrator=rk4))
+    stepped = s
+    for _ in range(n):
+        stepped = one_step(stepped)
+    for tau, final in ((0.5, stacked), (0.5, policy), (0.0, zero), (0.5, stepped)):
         ref = written_out(jnp.asarray(tau))
         np.testing.assert_allclose(final.x, ref.x, rtol=0, atol=1e-13)
         np.testing.assert_allclose(final.v, ref.v, rtol=0, atol=1e-12)

@@ -35,9 +35,11 @@ class Backend(eqx.Module):
         """The rollout ``run(chain, state, controls)`` (the one-chain program), in this backend's form."""
 
 
-def step(chain: Chain, state: State, control: Control, dt, *, solver: Solver = Recursive(),
+def step(chain, state: State, control: Control, dt, *, solver: Solver | None = None,
          integrator: Integrator = Projected(), check: bool = True) -> State:
-    """One time quantum of length ``dt``: the functional ``step(model, state, control) -> state``.
+    """One time quantum of length ``dt``: the functional ``step(model, state, control) -> state`` of a :class:`Chain`
+    or a :class:`Mechanism` (its control: the motor torques, ``Control(tau=(n_motors,))``); ``solver`` as for
+    :func:`rollout`.
 
     Arguments of the wrong type or shape raise at trace time. ``check=True`` also checks that ``dt`` is finite and > 0
     and the control finite, and that the new state is finite and on the constraints
@@ -45,6 +47,15 @@ def step(chain: Chain, state: State, control: Control, dt, *, solver: Solver = R
     one check per step, which ``check=False`` switches off (``rollout`` checks its inputs and its run once per call
     instead).
     """
+    from .._model.mechanism import Mechanism
+
+    if isinstance(chain, Mechanism):  # the mechanism's rollout of one step (its checks named "step")
+        from .mechanism import mechanism_rollout
+        solver = KKT() if solver is None else solver
+        check_arguments(solver, integrator, "step", mechanism=True)
+        return mechanism_rollout(chain, state, lambda _: control, dt, n_steps=1, solver=solver, integrator=integrator,
+                                 checkpoint=None, check=check, who="step")[0]
+    solver = Recursive() if solver is None else solver
     check_arguments(solver, integrator, "step")
     if not isinstance(control, Control):
         raise TypeError(f"step: control must be a diffchain.Control, got {describe(control)}")
