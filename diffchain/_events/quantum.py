@@ -138,7 +138,7 @@ def _quiet_trial(chain: Chain, events: Events, es: EventState, a, control: Contr
     return x1, v1, (a1, tau_w, R), err, quiet
 
 
-def event_step(chain: Chain, events: Events, es: EventState, control: Control, dt, *,
+def event_step(model, events: Events, es: EventState, control: Control, dt, *,
                solver: Solver | None = None, integrator: Integrator = VelocityVerlet()):
     """One quantum of length ``dt`` with contacts, angle limits, anomalies and adaptive halving (seed §7, §12).
 
@@ -152,9 +152,10 @@ def event_step(chain: Chain, events: Events, es: EventState, control: Control, d
     ``solver``: :class:`diffchain.Recursive` (O(n), point masses; the default for a chain) or a dense solver such as
     :class:`diffchain.KKT` (rigid links too; the default, and the only kind, for a mechanism).
 
-    ``chain`` may be a :class:`Chain` or a :class:`Mechanism` (its contacts are its points, its limits its angle
+    ``model``: a :class:`Chain` or a :class:`Mechanism` (its contacts are its points, its limits its angle
     stops, its control the motor torques ``Control(tau=...)``).
     """
+    chain = model  # (a Chain or a Mechanism)
     check_event_integrator(integrator, "event_step")
     return _event_quantum(chain, events, es, control, dt, solver, integrator)
 

@@ -13,12 +13,12 @@ from .dynamics import default_solver
 from .._solvers.mechanism import check_mechanism_state
 from .features import is_mechanism, model_dtype
 from .state import EventState, Events, check_event_state
-from .._model.chain import Chain, Control, check_sizes, runtime_checks
+from .._model.chain import Control, check_sizes, runtime_checks
 from .._analysis.diagnosis import check_run
 from .quantum import _event_quantum, check_event_integrator
 
 
-def event_rollout(chain: Chain, events: Events, es: EventState, controls, dt, *, n_steps: int | None = None,
+def event_rollout(model, events: Events, es: EventState, controls, dt, *, n_steps: int | None = None,
                   solver: Solver | None = None, integrator: Integrator = VelocityVerlet(), checkpoint: int | None = 1,
                   check: bool = True):
     """:func:`event_step` in a ``lax.scan``; returns (final EventState, (EventStates, StepReports) after each quantum).
@@ -27,7 +27,7 @@ def event_rollout(chain: Chain, events: Events, es: EventState, controls, dt, *,
     written), plain or projected, as for :func:`event_step`. ``controls`` as in :func:`diffchain.rollout`: a stacked
     :class:`Control`, a policy ``policy(state) -> Control`` (it sees the :class:`State`), or None; ``checkpoint=k``
     recomputes segments of k quanta in reverse mode (default 1: the reverse pass recomputes each quantum instead of
-    storing its hundreds of intermediate arrays; None stores them). ``chain`` may be a :class:`Chain` or a
+    storing its hundreds of intermediate arrays; None stores them). ``model`` may be a :class:`Chain` or a
     :class:`Mechanism` (with ``dc.Events(mechanism, ...)``, ``dc.EventState(state, model=mechanism)`` and the motor
     torques as controls, ``Control(tau=(T, n_motors))``); ``solver`` defaults to the recursion for a chain, dense KKT
     for a mechanism. The start is validated by
@@ -36,6 +36,7 @@ def event_rollout(chain: Chain, events: Events, es: EventState, controls, dt, *,
     with the dtype (:mod:`diffchain._analysis.diagnosis`). Quanta that used up their budget are counted in the
     StepReports (``exhausted``) and by :func:`diffchain.diagnose`, not raised.
     """
+    chain = model  # (a Chain or a Mechanism)
     from .._simulate.rollout import check_controls, describe, _scan_rollout, check_n_steps, control_checks, dt_checks
 
     who = "event_rollout"

@@ -35,7 +35,7 @@ class Backend(eqx.Module):
         """The rollout ``run(chain, state, controls)`` (the one-chain program), in this backend's form."""
 
 
-def step(chain, state: State, control: Control, dt, *, solver: Solver | None = None,
+def step(model, state: State, control: Control, dt, *, solver: Solver | None = None,
          integrator: Integrator = Projected(), check: bool = True) -> State:
     """One time quantum of length ``dt``: the functional ``step(model, state, control) -> state`` of a :class:`Chain`
     or a :class:`Mechanism` (its control: the motor torques, ``Control(tau=(n_motors,))``); ``solver`` as for
@@ -47,6 +47,7 @@ def step(chain, state: State, control: Control, dt, *, solver: Solver | None = N
     one check per step, which ``check=False`` switches off (``rollout`` checks its inputs and its run once per call
     instead).
     """
+    chain = model  # (a Chain or a Mechanism)
     from .._model.mechanism import Mechanism
 
     if isinstance(chain, Mechanism):  # the mechanism's rollout of one step (its checks named "step")
@@ -176,7 +177,7 @@ def _check_dtypes(chain, state, controls, who):
                         + ": the steps would promote the state; build them in one dtype")
 
 
-def rollout(chain, state: State, controls, dt, *, n_steps: int | None = None, solver: Solver | None = None,
+def rollout(model, state: State, controls, dt, *, n_steps: int | None = None, solver: Solver | None = None,
             integrator: Integrator = Projected(), checkpoint: int | None = None, check: bool = True,
             backend: Backend | None = None):
     """Simulate a :class:`Chain` or a :class:`Mechanism` from ``state``; returns (final state, trajectory of the
@@ -205,6 +206,7 @@ def rollout(chain, state: State, controls, dt, *, n_steps: int | None = None, so
     of this program; ``PointMajor()``, the batched point-major program of :mod:`diffchain._xla.point_major` and its own
     adjoint (chains of point masses; the same results to round-off).
     """
+    chain = model  # (a Chain or a Mechanism)
     from .._model.mechanism import Mechanism
 
     mechanism = isinstance(chain, Mechanism)
