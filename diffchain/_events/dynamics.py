@@ -12,7 +12,7 @@ import jax.numpy as jnp
 from .._constraints.held import joint_rows
 from .._solvers.base import Solver, check_solver
 from .._solvers.dense import KKT
-from .._solvers.mechanism import check_mechanism_state
+from .._solvers.mechanism import check_mechanism_state, check_motor_torques
 from .features import is_mechanism
 from .._solvers.recursive_solver import Recursive, one_joint_dynamics
 from .._xla.small_chain import SMALL_MAX, small_dynamics
@@ -39,11 +39,7 @@ def check_event_sizes(model, es: EventState, control: Control, who: str):
     if not is_mechanism(model):
         return check_sizes(model, es.state, control, who)
     check_mechanism_state(model, es.state, who)
-    n_m = model.motor_idx.shape[0]
-    if control.tau.shape != (n_m,):
-        raise ValueError(f"{who}: a mechanism's control holds one torque per motor, Control(tau=...) of shape "
-                         f"(n_motors,) = ({n_m},) (motors in the order of creation), got tau of shape "
-                         f"{control.tau.shape}")
+    check_motor_torques(model, control, who)
 
 
 def _where(c, x, y):

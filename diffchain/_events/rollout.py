@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from .._simulate.integrators import Integrator, VelocityVerlet
 from .._solvers.base import Solver
 from .dynamics import default_solver
-from .._solvers.mechanism import check_mechanism_state
+from .._solvers.mechanism import check_mechanism_state, check_motor_torques
 from .features import is_mechanism, model_dtype
 from .state import EventState, Events, check_event_state
 from .._model.chain import Control, check_sizes, runtime_checks
@@ -47,10 +47,8 @@ def event_rollout(model, events: Events, es: EventState, controls, dt, *, n_step
     n_steps = check_n_steps(n_steps, who)
     if is_mechanism(chain):
         check_mechanism_state(chain, es.state, who)
-        n_m = chain.motor_idx.shape[0]
-        if isinstance(controls, Control) and controls.tau.shape[-1:] != (n_m,):
-            raise ValueError(f"{who}: a mechanism's controls hold one torque per motor, Control(tau=...) of shape "
-                             f"(T, n_motors) = (T, {n_m}), got tau of shape {controls.tau.shape}")
+        if isinstance(controls, Control):
+            check_motor_torques(chain, controls, who, steps=True)
     else:
         check_sizes(chain, es.state, controls, who)
     controls = check_controls(chain, controls, n_steps, who)

@@ -17,9 +17,9 @@ import jax.numpy as jnp
 from .rollout import _scan_rollout, control_checks, dt_checks
 from .projection import ChainIntegrator, Projected
 from .._solvers.dense import KKT, null_space_basis
-from .._solvers.mechanism import check_mechanism_state, mechanism_dynamics, mechanism_terms
+from .._solvers.mechanism import check_mechanism_state, check_motor_torques, mechanism_dynamics, mechanism_terms
 from .._solvers.rank import rank_info
-from .._model.chain import Control, State, describe, runtime_checks
+from .._model.chain import Control, State, runtime_checks
 from .._analysis.diagnosis import check_run
 
 UNDER, PROPER, REDUNDANT, UNDER_AND_REDUNDANT = 0, 1, 2, 3
@@ -44,25 +44,16 @@ def mechanism_rollout(mech, state: State, controls, dt, *, n_steps, solver, inte
     check_mechanism_state(mech, state, who)
     n_m, dtype = mech.motor_idx.shape[0], state.x.dtype
 
-    def check_tau(u, lead):
-        if not isinstance(u, Control):
-            raise TypeError(f"{who}: a mechanism's controls must be a diffchain.Control of the motor torques, a policy "
-                            f"returning one, or None; got {describe(u)}")
-        if u.tau.shape[:-1] != lead or u.tau.shape[-1:] != (n_m,):
-            shape = f"(T, n_motors) = (T, {n_m})" if lead else f"(n_motors,) = ({n_m},)"
-            raise ValueError(f"{who}: a mechanism's controls hold one torque per motor, Control(tau=...) of shape "
-                             f"{shape} (motors in the order of creation), got tau of shape {u.tau.shape}")
-
     if controls is None:
         if n_steps is None:
             raise ValueError(f"{who}: a policy (or controls=None) needs n_steps")
         controls = lambda s: Control(tau=jnp.zeros((n_m,), dtype))  # noqa: E731
     elif isinstance(controls, Control):
-        check_tau(controls, controls.tau.shape[:1])
         if controls.tau.ndim != 2:
             raise ValueError(f"{who}: controls must carry a leading time axis, tau of shape (T, n_motors) = (T, {n_m}),"
                              f" got {controls.tau.shape} (for one control held over n_steps, pass the policy "
                              "lambda s: control)")
+        check_motor_torques(mech, controls, who, steps=True)
     pending = dt_checks(dt, who, check)
     pending += control_checks(controls, who, check) if isinstance(controls, Control) else []
     if pending:  # tied to the start: no array of the inputs passes through the check
@@ -70,7 +61,7 @@ def mechanism_rollout(mech, state: State, controls, dt, *, n_steps, solver, inte
     stab = integrator.stab(dt)
 
     def body(s, u):
-        check_tau(u, ())
+        check_motor_torques(mech, u, who)
         s = integrator(lambda s_: mechanism_dynamics(mech, s_, u.tau if n_m else None, solver=solver, stab=stab)[0],
                        s, dt)
         if projected:

@@ -63,6 +63,21 @@ def check_mechanism_state(mech, state, who):
                          f"({N}, 2), got x of shape {state.x.shape}")
 
 
+def check_motor_torques(mech, control, who, steps=False):
+    """TypeError / ValueError at trace time unless ``control`` is a Control of the motor torques: tau of shape
+    (n_motors,), or (T, n_motors) with ``steps``."""
+    from .._model.chain import Control, describe
+
+    if not isinstance(control, Control):
+        raise TypeError(f"{who}: a mechanism's controls must be a diffchain.Control of the motor torques, a policy "
+                        f"returning one, or None; got {describe(control)}")
+    n_m = mech.motor_idx.shape[0]
+    if control.tau.shape[:-1] != control.tau.shape[:int(steps)] or control.tau.shape[-1:] != (n_m,):
+        shape = f"(T, n_motors) = (T, {n_m})" if steps else f"(n_motors,) = ({n_m},)"
+        raise ValueError(f"{who}: a mechanism's controls hold one torque per motor, Control(tau=...) of shape {shape} "
+                         f"(motors in the order of creation), got tau of shape {control.tau.shape}")
+
+
 def mechanism_dynamics(mech, state: State, tau=None, F=None, *, solver=KKT(), stab=None, check=False):
     """Accelerations (N, 2) of the coordinate points, multipliers lambda (rows of mech.phi) and :class:`Info`.
 
