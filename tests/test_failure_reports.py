@@ -226,8 +226,10 @@ def four_bar_runs():
 def test_n_four_bar_leaving_its_branch_is_reported(four_bar_runs):
     """At dt = 5e-3 the default RK4 (Baumgarte, T = 50 dt) passes a singular configuration badly and leaves the
     parallelogram branch (the cranks stop being parallel), then the run turns to NaN: the report and the check name
-    the step where the loop closure fails (within a step of the branch's loss: it is lost in one step), before the
-    NaN."""
+    the step where the loop closure fails, before the NaN. The branch is lost within two steps (the cranks' spread
+    grows from 1e-2 rad to O(1) rad, the closure error from 4e-5 to O(10)), so the closure passes its 1e-2 one or two
+    steps after the spread passes its 1e-3: which of the two depends on the program's round-off (the closure after
+    one step is 0.8e-2 or 1.6e-2 with and without XLA's optimisations)."""
     mech, s0, runs, _ = four_bar_runs
     traj, report = runs[5e-3]
     x = np.asarray(traj.x)
@@ -235,7 +237,7 @@ def test_n_four_bar_leaving_its_branch_is_reported(four_bar_runs):
     with np.errstate(invalid="ignore"):
         off_branch = first(~(np.abs(th - th[:, :1]).max(-1) < 1e-3))   # NaN counts as off
         k = first(loop_closure(x) > 1e-2)
-    assert 0 < k <= off_branch + 1 and k + 3 < first(~np.isfinite(x).all(axis=(1, 2))) and 5.0 < float(traj.t[k]) < 10.0
+    assert 0 < k <= off_branch + 2 and k + 3 < first(~np.isfinite(x).all(axis=(1, 2))) and 5.0 < float(traj.t[k]) < 10.0
     assert int(report.first_violation) == k and not bool(report.ok)
     # a run that ends three steps later (this program's round-off differs from the fixture's: it may leave its branch
     # a step or two later) ends off its constraints, still finite
