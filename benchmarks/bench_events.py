@@ -846,9 +846,9 @@ def section_profile(single):
 # ------------------------------------------------------------------------------------------------------- reading
 
 def _active_form(n):
-    """Which form ``active_dynamics_recursive`` takes on one chain of n points (diffchain._solvers.held.part_two_sweeps)."""
+    """Which form an event quantum's solver call takes on one chain of n points (constrained_dynamics)."""
     if 1 < n <= dca.SMALL_MAX:
-        return "on one chain of this size: the lambda-first form written out in scalars, `active._small_sweeps`"
+        return "on one chain of this size: the lambda-first form written out in scalars, `small_chain.small_dynamics`"
     return "the Part II recursion"
 
 

@@ -51,7 +51,7 @@ def test_gradients_match_finite_differences_without_events(rollout_loss):
 @pytest.mark.slow
 def test_second_derivatives_match_finite_differences_without_events(rollout_loss):
     """Forward over reverse through the same 1000 event-free quanta: a Hessian-vector product equals central
-    differences of the gradient (every derivative takes the scan forms of the sweeps, one_chain_form)."""
+    differences of the gradient."""
     _, grad = rollout_loss
     th, bv, height = jnp.array([0.3, 0.4, -0.5]), jnp.array([0.5, 3.0]), 6.0
     w = jnp.array([0.6, -0.3, 1.0])

@@ -183,7 +183,7 @@ def test_implicit_recursion_derivatives_equal_autodiff_of_kkt(problem):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("n_links", [2, 12])  # the unrolled single-chain sweeps (n <= 8 points) and the scans
+@pytest.mark.parametrize("n_links", [2, 12])
 def test_second_derivatives_match_finite_differences(n_links):
     """The Hessian of an acceleration w.r.t. the joint angles (reverse over forward and forward over forward) equals
     central differences of its gradient: the implicit derivative of the recursion can itself be differentiated."""

@@ -111,18 +111,17 @@ def _sweep_inputs(rng, n, kind=None):
     return r, e, Fe, P, np.where((kind == 0)[:, None], 0.0, a0)
 
 
-@pytest.mark.parametrize("form", ["scan", "blocked", "unrolled", "fused", "vmap", "rows"])
+@pytest.mark.parametrize("form", ["scan", "blocked", "vmap", "rows"])
 def test_component_sweeps_are_the_reference_sweeps(form, monkeypatch):
     """The hot path (:func:`abcd_sweeps_c`, by components) = the readable matrix sweeps on random inputs with free,
     slider and guided points and a terminal rod (accelerations and rod tensions, to round-off); in all of its forms:
-    the ``lax.scan``, the scan over blocks of points (here 2 blocks of 4 after a head of 1), the one written out point
-    by point (dividing by D_i at 9 points, multiplying by 1/D_i at 5), through its ``vmap`` rule, and written out
-    with a row of right-hand sides per point (the Schur form of :mod:`diffchain._solvers.recursive_solver`; each carry materialised at 9
-    points): its second column, other forces and a^w, against a second run of the reference."""
+    the ``lax.scan``, the scan over blocks of points (here 2 blocks of 4 after a head of 1), under ``vmap``, and with a
+    row of right-hand sides per point: its second column, other forces and a^w, against a second run of the
+    reference."""
     if form == "blocked":
         monkeypatch.setattr(loops, "SCAN_BLOCK", 4)
     rng = np.random.default_rng(7)
-    n = 5 if form == "fused" else 9
+    n = 9
     m = rng.uniform(0.5, 2.0, n)
     r, e, Fe, P, a0 = _sweep_inputs(rng, n)
     A, b, C, d = _recursive.abcd_backward(*map(jnp.asarray, (m, r, e, Fe, P, a0)))
@@ -137,9 +136,9 @@ def test_component_sweeps_are_the_reference_sweeps(form, monkeypatch):
         a_ref, Fd = _recursive.forward_sweep(A, b, C, d)
         second = dict(zip((4, 5, 9, 10), (Fe[:, 0], Fe[:, 1], a0[:, 0], a0[:, 1])))
         rows = [jnp.stack([q, jnp.asarray(second.get(i, q))], 1) for i, q in enumerate(args)]
-        ax, ay, phi = (o[:, 1] for o in _recursive._abcd_sweeps_c(*rows, unrolled=True))
+        ax, ay, phi = (o[:, 1] for o in _recursive.abcd_sweeps_c(*rows))
     else:
-        ax, ay, phi = _recursive._abcd_sweeps_c(*args, unrolled=form in ("unrolled", "fused"))
+        ax, ay, phi = _recursive.abcd_sweeps_c(*args)
     np.testing.assert_allclose(np.stack([ax, ay], -1), a_ref, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(phi[:-1], np.sum(r[:-1] * np.asarray(Fd)[1:], -1), rtol=1e-12, atol=1e-12)
 

@@ -23,7 +23,6 @@ from .state import EventState, Events
 from .._model.geometry import _pad_diff, joint_velocities, links, wrap_angle
 from .._model.inertia import mass_matrix
 from .._model.chain import Chain, Control, State, check_sizes
-from .._xla.loops import FUSED_MAX
 
 
 def default_solver(model, solver, who="event_step"):
@@ -210,7 +209,7 @@ def constrained_dynamics(chain: Chain, events: Events, es: EventState, x, v, t, 
     def free(_):  # nothing held, guided, stuck or on a line: the Part I accelerations alone (no tensions needed)
         return part_one(None)[0], jnp.zeros_like(alpha_w), jnp.zeros((chain.n, 2), x.dtype)
 
-    def free_small(_):  # the same by the rods' rows of the small form: fewer kernels than Part I beyond FUSED_MAX
+    def free_small(_):  # the same by the rods' rows of the small form: fewer kernels than Part I's scans
         return small_dynamics(ch, s_in, u, stab=stab_in)[0], jnp.zeros_like(alpha_w), jnp.zeros((chain.n, 2), x.dtype)
 
     def small(joints):  # a short chain: the held joints' and the rods' rows solved at once, R from its tensions
@@ -226,9 +225,7 @@ def constrained_dynamics(chain: Chain, events: Events, es: EventState, x, v, t, 
 
     def one_chain(_):
         if isinstance(solver, Recursive) and 1 < chain.n <= SMALL_MAX and not chain.has_links:
-            # (one chain of FUSED_MAX + 1 to SMALL_MAX points: Part I divides by each point's pivot, a kernel each;
-            # the small form's rods take fewer)
-            branches = [free_small if chain.n > FUSED_MAX else free, small(False), small(True)]
+            branches = [free_small, small(False), small(True)]
             return jax.lax.switch(jnp.where(jnp.any(held), 2, jnp.where(pointed, 1, 0)), branches, None)
         if isinstance(solver, Recursive) and not chain.has_links:
             index = jnp.where(jnp.sum(held) == 1, 2, jnp.where(jnp.any(held) | pointed, 1, 0))

@@ -33,10 +33,10 @@ import jax.numpy as jnp
 
 from .._model.forces import external_forces
 from .._model.geometry import links_c
-from .._model.inertia import chain_link_blocks, mass_matrix, point_mass_blocks
+from .._model.inertia import mass_matrix
 from .integrators import RK4, Integrator
 from .._model.chain import Chain, State
-from .._solvers.recursive import kkt_solve, link_solve
+from .._solvers.recursive import chain_operator, kkt_solve, link_solve
 from .._constraints.chain import constraint_jacobian
 from .._solvers.base import Solver
 from .._solvers.recursive_solver import Recursive
@@ -66,15 +66,8 @@ def _operator(chain: Chain, x, solver: Solver):
         return solve
     _, _, _, _, rx, ry = links_c(x[:, 0], x[:, 1])
     zero = jnp.zeros((n,), x.dtype)
-    p11, p12, p22, _, _ = projector(g, sl, sx, sy, zero, zero, zero)
-    op = (chain.m, rx, ry, on, g, sl, sx, sy, p11, p12, p22)
-    if chain.has_links:
-        Bm = point_mass_blocks(chain)
-        M12 = jnp.concatenate([chain_link_blocks(chain)[1], jnp.zeros((1, 2, 2), x.dtype)])
-        op = op + (Bm[:, 0, 0], Bm[:, 0, 1], Bm[:, 1, 1], M12[:, 0, 0], M12[:, 0, 1], M12[:, 1, 0], M12[:, 1, 1])
-        lin = link_solve
-    else:
-        lin = kkt_solve
+    op = chain_operator(chain, rx, ry, projector(g, sl, sx, sy, zero, zero, zero)[:3], chain.has_links)
+    lin = link_solve if chain.has_links else kkt_solve
 
     def solve(fx, fy, c_rod, c1, c2):
         b = (fx, fy, jnp.where(on, c_rod, 0.0), jnp.where(g | sl, c1, 0.0), jnp.where(g, c2, 0.0))

@@ -21,8 +21,7 @@ def implicit_solve(swept, complete, matvec, tangent_swept=None):
     reverse mode one more with the cotangent plus the adjoint of the elementwise K(op) z; the sweeps themselves are
     never differentiated. ``tangent_swept`` (default ``swept``) gives the swept part wherever a derivative is taken:
     the primal solve inside the derivative and those solves. The same arithmetic, in a form that may compile to a
-    smaller program (the scans instead of sweeps written out point by point: an event rollout's gradient compiles
-    in ~0.75x the time). The swept part is tagged ``KKT_SOLUTION``
+    smaller program (the Part II scans instead of its one-chain form written out in scalars). The swept part is tagged ``KKT_SOLUTION``
     (``jax.ad_checkpoint.checkpoint_name``) so that a rematerialising rollout can keep it and recompute only the
     elementwise terms around it."""
     tangent_swept = tangent_swept or swept

@@ -22,16 +22,16 @@ relative threshold and double-``where`` so the masked branch has finite gradient
 """
 from __future__ import annotations
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from .._xla.batching import one_chain_form
 from .._constraints.chain import _slider_rhs, point_projector_c, rod_terms_c
 from .._model.forces import external_forces_c
 from .._model.geometry import _pad_diff
 from .._model.inertia import chain_link_blocks, link_gravity, point_mass_blocks
 from .._model.chain import Chain, Control, State
-from .._xla.loops import FUSED_MAX, ROWS_FUSED_MAX, UNROLL_MAX, _sweep
+from .._xla.loops import scan_points
 from .implicit import implicit_solve
 
 
@@ -111,7 +111,7 @@ def abcd_backward_inertial(B, r, e, Fe, P, a0, M12):
 
 
 def _inertial_sweeps_c(B, r, e, Fe, P, a0, M12):
-    """:func:`abcd_backward_inertial` and :func:`forward_sweep` by components (as :func:`_abcd_sweeps_c` is for the
+    """:func:`abcd_backward_inertial` and :func:`forward_sweep` by components (as :func:`abcd_sweeps_c` is for the
     massless sweep), so that under ``vmap`` every operation is elementwise on batch-contiguous arrays instead of on
     2 x 2 minor axes. Inputs per point by components: B = (B11, B12, B22), r = (r_x, r_y), e, F^e = (F_x, F_y),
     P = (P11, P12, P22), a0 = (a0_x, a0_y), M12 = (M11, M12, M21, M22) of link i (zero for the terminal point).
@@ -175,7 +175,7 @@ def forward_sweep(A, b, C, d):
     return a, Fd
 
 
-def _abcd_sweeps_c(m, rx, ry, e, Fx, Fy, p11, p12, p22, a0x, a0y, unrolled=False):
+def abcd_sweeps_c(m, rx, ry, e, Fx, Fy, p11, p12, p22, a0x, a0y):
     """:func:`abcd_backward` and :func:`forward_sweep` by components, for the simulation hot path.
 
     The same mathematics (module docstring) with every 2-vector kept as two per-point arrays and the symmetric A_i as
@@ -185,9 +185,6 @@ def _abcd_sweeps_c(m, rx, ry, e, Fx, Fy, p11, p12, p22, a0x, a0y, unrolled=False
     Inputs as :func:`abcd_backward` (terminal rod r_n = 0, e_n = 0), by components. Returns a_x, a_y, phi (n,).
     """
     tol = 64 * jnp.finfo(Fx.dtype).eps
-    rows = jnp.ndim(Fx[0]) > 0
-    quotients = unrolled and not rows and m.shape[0] > FUSED_MAX
-    kept = unrolled and rows and m.shape[0] > ROWS_FUSED_MAX  # each point's carry materialised (_sweep)
 
     def back(carry, inp):
         A11, A12, A22, b1x, b1y = carry  # A_{i+1}, b_{i+1}
@@ -196,12 +193,8 @@ def _abcd_sweeps_c(m, rx, ry, e, Fx, Fy, p11, p12, p22, a0x, a0y, unrolled=False
         D = x * Prx + y * Pry + m_i * (A11 * x * x + 2.0 * A12 * x * y + A22 * y * y)
         ok = D > tol * (x * x + y * y + m_i * (A11 + A22))
         mu = x * (wx - b1x) + y * (wy - b1y) - e_i
-        if quotients:  # c_i and mu_i / D_i as quotients: each a buffer of its own (_sweep)
-            D = jnp.where(ok, D, 1.0)
-            cx, cy, g = (jnp.where(ok, u, 0.0) / D for u in (Prx, Pry, mu))
-        else:
-            inv_D = jnp.where(ok, 1.0 / jnp.where(ok, D, 1.0), 0.0)
-            cx, cy, g = inv_D * Prx, inv_D * Pry, inv_D * mu
+        inv_D = jnp.where(ok, 1.0 / jnp.where(ok, D, 1.0), 0.0)
+        cx, cy, g = inv_D * Prx, inv_D * Pry, inv_D * mu
         k = cx * fx + cy * fy + m_i * g
         inv_m = 1.0 / m_i
         n11, n12, n22 = (q11 - cx * Prx) * inv_m, (q12 - cx * Pry) * inv_m, (q22 - cy * Pry) * inv_m
@@ -210,8 +203,8 @@ def _abcd_sweeps_c(m, rx, ry, e, Fx, Fy, p11, p12, p22, a0x, a0y, unrolled=False
         return (n11, n12, n22, bx, by), (cx, cy, k, bx, by)
 
     z = jnp.zeros_like(Fx[0])  # per point a scalar, or a row of right-hand sides
-    _, (cx, cy, k, bx, by) = _sweep(back, (z,) * 5, (m, rx, ry, e, Fx, Fy, p11, p12, p22, a0x, a0y), unrolled,
-                                    reverse=True, kept=kept)
+    _, (cx, cy, k, bx, by) = scan_points(back, (z,) * 5, (m, rx, ry, e, Fx, Fy, p11, p12, p22, a0x, a0y),
+                                         reverse=True)
 
     def fwd(F, inp):
         Fx_, Fy_ = F  # F_i^d
@@ -223,85 +216,114 @@ def _abcd_sweeps_c(m, rx, ry, e, Fx, Fy, p11, p12, p22, a0x, a0y, unrolled=False
         ay = (q12 * Fx_ + q22 * Fy_ - Pry * cF) * inv_m + b_y
         return (x * phi, y * phi), (ax, ay, phi)
 
-    _, (ax, ay, phi) = _sweep(fwd, (z, z), (1.0 / m, rx, ry, p11, p12, p22, cx, cy, k, bx, by), unrolled, kept=kept)
+    _, (ax, ay, phi) = scan_points(fwd, (z, z), (1.0 / m, rx, ry, p11, p12, p22, cx, cy, k, bx, by))
     return ax, ay, phi
-
-
-abcd_sweeps_c = one_chain_form(
-    lambda *args: _abcd_sweeps_c(*args, unrolled=args[0].shape[0] <= UNROLL_MAX), _abcd_sweeps_c)
-abcd_sweeps_c.__doc__ = (
-    ":func:`_abcd_sweeps_c` (the same inputs and outputs), written out (:func:`_sweep`) when evaluated on one chain of "
-    "up to ``UNROLL_MAX`` points, the ``lax.scan`` form under ``vmap`` (where the scan is the faster form) "
-    "and in derivatives (:func:`one_chain_form`; :func:`kkt_solve` takes :data:`scan_sweeps_c` there).")
-
-
-# the scans alone, batched by one_chain_form's rule (batch axis first: under vmap of a derivative the plain scan's
-# outputs, batched along their second axis, came back misplaced from the implicit solve's rule)
-scan_sweeps_c = one_chain_form(lambda *a: _abcd_sweeps_c(*a), lambda *a: _abcd_sweeps_c(*a))
 
 
 def _pad1(q):
     return jnp.concatenate([q, jnp.zeros((1,), q.dtype)])
 
 
-def _kkt_rod_forces(op, y):
+class ChainOperator(eqx.Module):
+    """The KKT operator K of a chain, by components (the symmetric system of :mod:`diffchain._solvers.base`, rows
+    switched off carry a unit diagonal): point masses ``m``, rod directions ``rx, ry`` (n-1,) and switches ``on``,
+    the point kinds (``guided``, ``slider`` with the line normals ``sx, sy``) and the point projectors P_i of
+    :func:`diffchain._constraints.chain.point_projector_c` (``p11, p12, p22``). With rigid links (:func:`link_solve`)
+    also their mass blocks: ``B`` = (B11, B12, B22) of every point and ``M12`` = (M12_11, M12_12, M12_21, M12_22) of
+    every link, 0 for the terminal point (:mod:`diffchain._model.inertia`). With held joints
+    (:func:`diffchain._solvers.recursive_solver.active_solve`) also 1/rho of every rod (``inv_rho``), the ``active``
+    mask and the scales ``sigma``, ``ell`` of :func:`diffchain._solvers.recursive_held._scales`."""
+
+    m: jax.Array
+    rx: jax.Array
+    ry: jax.Array
+    on: jax.Array
+    guided: jax.Array
+    slider: jax.Array
+    sx: jax.Array
+    sy: jax.Array
+    p11: jax.Array
+    p12: jax.Array
+    p22: jax.Array
+    B: tuple | None = None
+    M12: tuple | None = None
+    inv_rho: jax.Array | None = None
+    active: jax.Array | None = None
+    sigma: jax.Array | None = None
+    ell: jax.Array | None = None
+
+    @property
+    def P(self):
+        return self.p11, self.p12, self.p22
+
+
+def chain_operator(chain: Chain, rx, ry, P, links=False) -> ChainOperator:
+    """The :class:`ChainOperator` of ``chain`` with rods (rx, ry) and point projectors P = (P_11, P_12, P_22); with
+    ``links``, the rigid links' mass blocks too."""
+    op = ChainOperator(chain.m, rx, ry, chain.rod_on, chain.guided, chain.slider_mask, chain.s[:, 0], chain.s[:, 1],
+                       *P)
+    if not links:
+        return op
+    Bm = point_mass_blocks(chain)
+    M12 = jnp.concatenate([chain_link_blocks(chain)[1], jnp.zeros((1, 2, 2), rx.dtype)])  # terminal point: none
+    return eqx.tree_at(lambda o: (o.B, o.M12), op, ((Bm[:, 0, 0], Bm[:, 0, 1], Bm[:, 1, 1]),
+                                                    (M12[:, 0, 0], M12[:, 0, 1], M12[:, 1, 0], M12[:, 1, 1])),
+                       is_leaf=lambda v: v is None)
+
+
+def _kkt_rod_forces(op: ChainOperator, y):
     """J_rod^T y: rod k pulls point k by -r_k y_k and point k+1 by +r_k y_k."""
-    m, rx, ry, on = op[:4]
-    y = jnp.where(on, y, 0.0)
-    return _pad_diff(-rx * y), _pad_diff(-ry * y)
+    y = jnp.where(op.on, y, 0.0)
+    return _pad_diff(-op.rx * y), _pad_diff(-op.ry * y)
 
 
-def _kkt_matvec(op, z, Ma=None):
-    """K z for the KKT operator ``op`` = (m, r_x, r_y, rod on, guided, slider, s_x, s_y, P_11, P_12, P_22); ``Ma``
-    the product of the mass matrix with the accelerations, m a by default (point masses)."""
-    m, rx, ry, on, g, sl, sx, sy = op[:8]
+def _kkt_matvec(op: ChainOperator, z, Ma=None):
+    """K z for the KKT operator ``op`` (:class:`ChainOperator`); ``Ma`` the product of the mass matrix with the
+    accelerations, m a by default (point masses)."""
+    g, sl, sx, sy = op.guided, op.slider, op.sx, op.sy
     ax, ay, yr, y1, y2 = z
-    Ma_x, Ma_y = (m * ax, m * ay) if Ma is None else Ma
+    Ma_x, Ma_y = (op.m * ax, op.m * ay) if Ma is None else Ma
     fx, fy = _kkt_rod_forces(op, yr)
     top_x = Ma_x + fx + jnp.where(g, y1, jnp.where(sl, sx * y1, 0.0))
     top_y = Ma_y + fy + jnp.where(g, y2, jnp.where(sl, sy * y1, 0.0))
-    rod = jnp.where(on, rx * (ax[1:] - ax[:-1]) + ry * (ay[1:] - ay[:-1]), yr)
+    rod = jnp.where(op.on, op.rx * (ax[1:] - ax[:-1]) + op.ry * (ay[1:] - ay[:-1]), yr)
     row1 = jnp.where(g, ax, jnp.where(sl, sx * ax + sy * ay, y1))
     row2 = jnp.where(g, ay, y2)
     return top_x, top_y, rod, row1, row2
 
 
-def _kkt_swept(op, b, sweeps=None):
+def _kkt_swept(op, b):
     """The part of K^-1 b that the recursion gives, O(n): the accelerations and the rod multipliers (rows switched
-    off: y = b). ``sweeps``: :func:`abcd_sweeps_c` (default) or :func:`_abcd_sweeps_c` (the scans)."""
-    (m, rx, ry, on), (p11, p12, p22) = op[:4], op[8:11]
+    off: y = b)."""
     bx, by, br = b[:3]
-    ax, ay, phi = (sweeps or abcd_sweeps_c)(m, _pad1(rx), _pad1(ry), _pad1(-br), bx, by, p11, p12, p22,
+    ax, ay, phi = abcd_sweeps_c(op.m, _pad1(op.rx), _pad1(op.ry), _pad1(-br), bx, by, *op.P,
                                             *point_a0(op, b))
-    return ax, ay, jnp.where(on, -phi[:-1], br)
+    return ax, ay, jnp.where(op.on, -phi[:-1], br)
 
 
 def point_a0(op, b):
     """a0 of the point constraints a = P a + a0 (:func:`diffchain._constraints.chain.point_projector_c`) from the point rows
     of the right-hand side: a^w at a guided point, s beta on a slider, 0 elsewhere."""
-    g, sl, sx, sy = op[4:8]
+    g, sl = op.guided, op.slider
     b1, b2 = b[3:5]
-    return jnp.where(g, b1, jnp.where(sl, sx * b1, 0.0)), jnp.where(g, b2, jnp.where(sl, sy * b1, 0.0))
+    return jnp.where(g, b1, jnp.where(sl, op.sx * b1, 0.0)), jnp.where(g, b2, jnp.where(sl, op.sy * b1, 0.0))
 
 
 def point_multipliers(op, b, ax, ay, yr, fx=0.0, fy=0.0, Ma=None):
     """The guided and slider points' multipliers y1, y2 from the residual of Newton's law (elementwise), given the
     accelerations, the rod multipliers and any further constraint forces (fx, fy) on the points; ``Ma`` as in
     :func:`_kkt_matvec`."""
-    m, rx, ry, on, g, sl, sx, sy = op[:8]
+    g, sl = op.guided, op.slider
     bx, by, br, b1, b2 = b[:5]
-    Ma_x, Ma_y = (m * ax, m * ay) if Ma is None else Ma
+    Ma_x, Ma_y = (op.m * ax, op.m * ay) if Ma is None else Ma
     rod_x, rod_y = _kkt_rod_forces(op, yr)
     res_x, res_y = bx - Ma_x - rod_x - fx, by - Ma_y - rod_y - fy  # = J_pt^T y_pt
-    y1 = jnp.where(g, res_x, jnp.where(sl, sx * res_x + sy * res_y, b1))
+    y1 = jnp.where(g, res_x, jnp.where(sl, op.sx * res_x + op.sy * res_y, b1))
     y2 = jnp.where(g, res_y, b2)
     return y1, y2
 
 
-# wherever a derivative is taken, the scans (as Part II's): a gradient program without written-out copies of the
-# sweeps (compiled in ~0.75x the time, run ~5-10 % slower on one chain)
-kkt_solve = implicit_solve(_kkt_swept, lambda op, b, z: z + point_multipliers(op, b, *z), _kkt_matvec,
-                           lambda op, b: _kkt_swept(op, b, scan_sweeps_c))
+kkt_solve = implicit_solve(_kkt_swept, lambda op, b, z: z + point_multipliers(op, b, *z), _kkt_matvec)
 kkt_solve.__doc__ = (
     "z = (a_x, a_y, y_rod, y1, y2) = K(op)^-1 b for the KKT operator of :func:`_kkt_matvec`, by the recursion "
     "(:func:`abcd_sweeps_c`) with implicit derivatives (:func:`implicit_solve`).")
@@ -321,15 +343,15 @@ def massless_dynamics(chain: Chain, state: State, control: Control, stab=None):
     return jnp.stack([ax, ay], -1), -yr
 
 
-def kkt_system(chain: Chain, state: State, control: Control, stab=None):
-    """The operator ``op`` = (m, r_x, r_y, rod on, guided, slider, s_x, s_y, P_11, P_12, P_22) and the right-hand side
-    b = (F^e_x, F^e_y, rod rows, point rows 1 and 2) of the massless KKT system (:func:`_kkt_matvec`), by components."""
+def kkt_system(chain: Chain, state: State, control: Control, stab=None, links=False):
+    """The operator (:class:`ChainOperator`; with ``links``, with the rigid links' mass blocks) and the right-hand
+    side b = (F^e_x, F^e_y, rod rows, point rows 1 and 2) of the KKT system (:func:`_kkt_matvec`), by components."""
     X, Y, U, V = state.x[:, 0], state.x[:, 1], state.v[:, 0], state.v[:, 1]
     g, sl = chain.guided, chain.slider_mask
     rx, ry, e = rod_terms_c(chain, X, Y, U, V, stab)
     on = chain.rod_on
     p11, p12, p22, _, _ = point_projector_c(chain, X, Y, U, V, control.a_w, stab)
-    op = (chain.m, rx, ry, on, g, sl, chain.s[:, 0], chain.s[:, 1], p11, p12, p22)
+    op = chain_operator(chain, rx, ry, (p11, p12, p22), links)
     beta = _slider_rhs(chain, X, Y, U, V, stab)
     Fx, Fy = external_forces_c(chain, X, Y, U, V, control)
     b = (Fx, Fy, jnp.where(on, -e, 0.0), jnp.where(g, control.a_w[:, 0], jnp.where(sl, beta, 0.0)),
@@ -337,10 +359,10 @@ def kkt_system(chain: Chain, state: State, control: Control, stab=None):
     return op, b
 
 
-def _link_mass_times(op, ax, ay):
-    """M a for rigid links by components, op[11:] = (B11, B12, B22, M12 by components of each link; 0 for the terminal
-    point): (M a)_i = B_i a_i + M12_i a_{i+1} + M21_{i-1} a_{i-1} (block-tridiagonal, :mod:`diffchain._model.inertia`)."""
-    B11, B12, B22, c11, c12, c21, c22 = op[11:18]
+def _link_mass_times(op: ChainOperator, ax, ay):
+    """M a for rigid links by components (the blocks ``op.B``, ``op.M12``): (M a)_i = B_i a_i + M12_i a_{i+1} +
+    M21_{i-1} a_{i-1} (block-tridiagonal, :mod:`diffchain._model.inertia`)."""
+    (B11, B12, B22), (c11, c12, c21, c22) = op.B, op.M12
     up = lambda q: jnp.concatenate([q[1:], jnp.zeros_like(q[:1])])  # noqa: E731  q_{i+1}
     down = lambda q: jnp.concatenate([jnp.zeros_like(q[:1]), q[:-1]])  # noqa: E731  q_{i-1}
     nx, ny = up(ax), up(ay)
@@ -351,11 +373,10 @@ def _link_mass_times(op, ax, ay):
 
 def _link_swept(op, b):
     """The part of K^-1 b that the rigid-link sweeps (:func:`_inertial_sweeps_c`) give: a_x, a_y, y_rod."""
-    (rx, ry, on), P, blocks = op[1:4], op[8:11], op[11:18]
     bx, by, br = b[:3]
-    ax, ay, phi = _inertial_sweeps_c(blocks[:3], (_pad1(rx), _pad1(ry)), _pad1(-br), (bx, by), P, point_a0(op, b),
-                                     blocks[3:])
-    return ax, ay, jnp.where(on, -phi[:-1], br)
+    ax, ay, phi = _inertial_sweeps_c(op.B, (_pad1(op.rx), _pad1(op.ry)), _pad1(-br), (bx, by), op.P, point_a0(op, b),
+                                     op.M12)
+    return ax, ay, jnp.where(op.on, -phi[:-1], br)
 
 
 link_solve = implicit_solve(
@@ -372,10 +393,7 @@ def recursive_dynamics(chain: Chain, state: State, control: Control, stab=None):
     implicitly (:func:`kkt_solve`, :func:`link_solve`)."""
     if not chain.has_links:
         return massless_dynamics(chain, state, control, stab)
-    op, b = kkt_system(chain, state, control, stab)
+    op, b = kkt_system(chain, state, control, stab, links=True)
     weight = link_gravity(chain)  # the links' own weight on their end points
-    Bm = point_mass_blocks(chain)
-    M12 = jnp.concatenate([chain_link_blocks(chain)[1], jnp.zeros((1, 2, 2), weight.dtype)])  # terminal point: none
-    blocks = (Bm[:, 0, 0], Bm[:, 0, 1], Bm[:, 1, 1], M12[:, 0, 0], M12[:, 0, 1], M12[:, 1, 0], M12[:, 1, 1])
-    ax, ay, yr, _, _ = link_solve(op + blocks, (b[0] + weight[:, 0], b[1] + weight[:, 1]) + b[2:])
+    ax, ay, yr, _, _ = link_solve(op, (b[0] + weight[:, 0], b[1] + weight[:, 1]) + b[2:])
     return jnp.stack([ax, ay], -1), -yr

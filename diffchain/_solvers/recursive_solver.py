@@ -45,7 +45,9 @@ def active_dynamics_recursive(chain: Chain, state: State, control: Control, acti
     _, _, _, inv_rho, _, _ = links_c(state.x[:, 0], state.x[:, 1])
     sigma, ell = _scales(chain)
     alpha = active_terms(chain, state, alpha_w, theta_bar, stab)
-    ax, ay, yr, _, _, yt = active_solve(op + (inv_rho, active, sigma, ell), b + (jnp.where(active, alpha, 0.0),))
+    op = eqx.tree_at(lambda o: (o.inv_rho, o.active, o.sigma, o.ell), op, (inv_rho, active, sigma, ell),
+                     is_leaf=lambda v: v is None)
+    ax, ay, yr, _, _, yt = active_solve(op, b + (jnp.where(active, alpha, 0.0),))
     return jnp.stack([ax, ay], -1), -yr, jnp.where(active, -yt, 0.0)
 
 
@@ -89,29 +91,30 @@ def _active_swept(op, b, sweeps=None):
     """The part of K^-1 b (:func:`_active_matvec`) that the Part II sweeps give: a_x, a_y, the rod multipliers
     -phi and the active rows' multipliers -tau^w (rows switched off: y = b). ``sweeps``: :func:`part_two_sweeps`
     (default) or :func:`_part_two_sweeps`."""
-    (m, rx, ry, on), P, (inv_rho, act, sigma, ell) = op[:4], op[8:11], op[11:]
+    rx, ry, inv_rho, act = op.rx, op.ry, op.inv_rho, op.active
     (bx, by, br), bt = b[:3], b[5]
     r, L = (_pad1(rx), _pad1(ry)), (_pad1(-ry * inv_rho), _pad1(rx * inv_rho))  # L = r^* / rho (link_L); r_n = L_n = 0
     sweeps = sweeps or part_two_sweeps
-    (ax, ay), tau, phi = sweeps(m, r, L, _pad1(-br), (bx, by), P, point_a0(op, b), act, bt, sigma, ell)
-    return ax, ay, jnp.where(on, -phi[:-1], br), jnp.where(act, -tau, bt)
+    (ax, ay), tau, phi = sweeps(op.m, r, L, _pad1(-br), (bx, by), op.P, point_a0(op, b), act, bt, op.sigma, op.ell)
+    return ax, ay, jnp.where(op.on, -phi[:-1], br), jnp.where(act, -tau, bt)
 
 
 def _active_complete(op, b, swept):
     """The whole solution from the swept part: the point multipliers from the residual of Newton's law, in which
     the active rows' multipliers act as joint torques (:func:`diffchain._model.forces.torque_forces`)."""
     ax, ay, yr, yt = swept
-    rx, ry, inv_rho, act = op[1], op[2], op[11], op[12]
-    y1, y2 = point_multipliers(op, b, ax, ay, yr, *_torque_forces_c(rx, ry, inv_rho, jnp.where(act, yt, 0.0)))
+    forces = _torque_forces_c(op.rx, op.ry, op.inv_rho, jnp.where(op.active, yt, 0.0))
+    y1, y2 = point_multipliers(op, b, ax, ay, yr, *forces)
     return ax, ay, yr, y1, y2, yt
 
 
 def _active_matvec(op, z):
     """K z for the massless KKT operator (:func:`diffchain._solvers.recursive._kkt_matvec`) with one row of eq. (13) per
-    active joint, op = (Part I operator, 1/rho, active, sigma, ell), z = (a_x, a_y, y_rod, y1, y2, y_t): G a on the
-    active rows (a unit diagonal on the others) and G^T y_t in Newton's rows -- the point forces of the joint
-    torques y_t (:func:`diffchain._model.forces.torque_forces`), which makes K symmetric."""
-    rx, ry, inv_rho, act = op[1], op[2], op[11], op[12]
+    active joint (the :class:`diffchain._solvers.recursive.ChainOperator` with its held-joint fields), z = (a_x, a_y,
+    y_rod, y1, y2, y_t): G a on the active rows (a unit diagonal on the others) and G^T y_t in Newton's rows -- the
+    point forces of the joint torques y_t (:func:`diffchain._model.forces.torque_forces`), which makes K
+    symmetric."""
+    rx, ry, inv_rho, act = op.rx, op.ry, op.inv_rho, op.active
     ax, ay, yt = z[0], z[1], z[5]
     top_x, top_y, rod, row1, row2 = _kkt_matvec(op, z[:5])
     fx, fy = _torque_forces_c(rx, ry, inv_rho, jnp.where(act, yt, 0.0))

@@ -1,7 +1,7 @@
 """How diffchain's programs treat one chain and a batch differently (``jax.custom_batching.custom_vmap``).
 
-One chain and a ``vmap``-ed batch of chains want different programs on XLA CPU: written-out sweeps are fast on one
-chain and slow under ``vmap`` (:func:`one_chain_form`); a ``lax.cond`` skips work on one chain but under ``vmap``
+One chain and a ``vmap``-ed batch of chains want different programs on XLA CPU: the Part II recursion written out
+for one short chain is slow under ``vmap`` (:func:`one_chain_form`); a ``lax.cond`` skips work on one chain but under ``vmap``
 becomes a select that always computes both branches (:func:`rare_cond`, :func:`unless_done`, :func:`scan_until`,
 :func:`any_in_batch`).
 """
