@@ -18,12 +18,12 @@ from diffchain._solvers import recursive_held, recursive_solver as act
 from diffchain._xla import loops, small_chain
 from strategies import random_problem
 
-SIZES = (1, 3, 5, 7, 13)  # a small menu of n bounds the number of jit compilations (~1.5 s each); on one chain
-# n = 3, 5, 7 run the lambda-first form (active._small_sweeps), n = 1, 13 the scans (active.part_two_sweeps)
+SIZES = (1, 3, 5, 7, 13)  # a small menu of n bounds the number of jit compilations (~1.5 s each)
 NO_STAB = float("inf")  # stab = inf is "no PD correction" (1/stab = 0) without retracing for stab = None
 
 rec = jax.jit(lambda c, s, u, on, al, tb, stab: act.active_dynamics_recursive(c, s, u, on, al, tb, stab))
 kkt = jax.jit(lambda c, s, u, on, al, tb, stab: dc.KKT().held(c, s, u, on, al, tb, stab))
+rec_batch = jax.jit(lambda *args: jax.vmap(lambda _: act.active_dynamics_recursive(*args)[0])(jnp.zeros(2))[0])
 plain = jax.jit(lambda c, s, u: dc.Recursive()(c, s, u))
 
 
@@ -125,7 +125,7 @@ small_part_one = jax.jit(lambda c, s, u, stab: small_chain.small_dynamics(c, s, 
        st.sampled_from([NO_STAB, 0.05]), st.booleans())
 def test_small_form_equals_kkt(problem, seed, stab, off_manifold):
     """The lambda-first form of short chains (:func:`diffchain._xla.small_chain.small_dynamics`, what one chain's event quanta
-    and ``part_two_sweeps`` use up to ``SMALL_MAX`` points) == KKT, with random active sets and with none (the rods'
+    use up to ``SMALL_MAX`` points) == KKT, with random active sets and with none (the rods'
     rows alone: the Part I solution), at every size it serves."""
     chain, state, control, desc = problem
     rng = np.random.default_rng(seed)
@@ -396,9 +396,13 @@ def test_stiffness_is_finite_and_right(n, k):
     """Seed §12.2: guided points at both ends of a run of active joints. The KKT matrix is singular there, the
     recursion must detect the round-off-level pivots (k11, r^T A r) and return finite numbers. The data are consistent
     (the rigid part is at rest with a^w = 0), so the accelerations are unique: they must vanish on the rigid part and
-    equal the KKT solution with the redundant rows removed (greedy independent subset). Gradients are finite."""
+    equal the KKT solution with the redundant rows removed (greedy independent subset). Gradients are finite. The
+    same under ``vmap`` (a program of its own, whose round-off differs: the rows' parallel test must not depend on
+    it)."""
     chain, state, control, active, alpha_w = stiff_problem(n, k, seed=n * 10 + k)
     a, phi, tau = rec(chain, state, control, active, alpha_w, np.zeros(n), NO_STAB)
+    a_batch = rec_batch(chain, state, control, active, alpha_w, np.zeros(n), NO_STAB)
+    assert np.abs(np.asarray(a_batch) - np.asarray(a)).max() <= 1e-10 * max(np.abs(np.asarray(a)).max(), 1.0)
     assert np.all(np.isfinite(a)) and np.all(np.isfinite(phi)) and np.all(np.isfinite(tau))
     assert np.abs(np.asarray(a)[:k]).max() <= 1e-10 * max(np.abs(np.asarray(a)).max(), 1.0)
     reduced = choose_active(chain, state, control, np.random.default_rng(0), rtol=1e-8, candidates=active)

@@ -15,12 +15,10 @@ import jax.numpy as jnp
 from .._model.forces import _torque_forces_c
 from .._model.geometry import links_c
 from .._model.chain import Chain, Control, State
-from .._xla.batching import one_chain_form
 from .implicit import implicit_solve
 from .._constraints.held import _active_mask, active_terms
 from .base import Solver
 from .recursive import _kkt_matvec, _pad1, kkt_system, point_a0, point_multipliers, recursive_dynamics
-from .._xla.small_chain import _one_chain_part_two
 from .recursive_held import _joint_alpha, _part_two_sweeps, _scales, root_torque
 
 
@@ -87,15 +85,13 @@ def one_joint_dynamics(chain: Chain, state: State, control: Control, active, alp
     return a[0] + tau * a[1], phi[0] + tau * phi[1], tau * e
 
 
-def _active_swept(op, b, sweeps=None):
+def _active_swept(op, b):
     """The part of K^-1 b (:func:`_active_matvec`) that the Part II sweeps give: a_x, a_y, the rod multipliers
-    -phi and the active rows' multipliers -tau^w (rows switched off: y = b). ``sweeps``: :func:`part_two_sweeps`
-    (default) or :func:`_part_two_sweeps`."""
+    -phi and the active rows' multipliers -tau^w (rows switched off: y = b)."""
     rx, ry, inv_rho, act = op.rx, op.ry, op.inv_rho, op.active
     (bx, by, br), bt = b[:3], b[5]
     r, L = (_pad1(rx), _pad1(ry)), (_pad1(-ry * inv_rho), _pad1(rx * inv_rho))  # L = r^* / rho (link_L); r_n = L_n = 0
-    sweeps = sweeps or part_two_sweeps
-    (ax, ay), tau, phi = sweeps(op.m, r, L, _pad1(-br), (bx, by), op.P, point_a0(op, b), act, bt, op.sigma, op.ell)
+    (ax, ay), tau, phi = _part_two_sweeps(op.m, r, L, _pad1(-br), (bx, by), op.P, point_a0(op, b), act, bt, op.sigma, op.ell)
     return ax, ay, jnp.where(op.on, -phi[:-1], br), jnp.where(act, -tau, bt)
 
 
@@ -122,23 +118,11 @@ def _active_matvec(op, z):
     return top_x + fx, top_y + fy, rod, row1, row2, jnp.where(act, alpha, yt)
 
 
-part_two_sweeps = one_chain_form(_one_chain_part_two, _part_two_sweeps)
-part_two_sweeps.__doc__ = (
-    ":func:`_part_two_sweeps` evaluated on one chain: by :func:`_small_sweeps` up to ``SMALL_MAX`` points (written "
-    "out in scalars, XLA fuses a short chain's solve into few kernels), the scans beyond; the scans under ``vmap`` "
-    "and in derivatives (:func:`diffchain._xla.batching.one_chain_form`), where writing a chain out is slower.")
-
-
-# wherever a derivative is taken, the scans (batched with the batch axis first, as scan_sweeps_c)
-scan_part_two = one_chain_form(lambda *a: _part_two_sweeps(*a), lambda *a: _part_two_sweeps(*a))
-active_solve = implicit_solve(_active_swept, _active_complete, _active_matvec,
-                              lambda op, b: _active_swept(op, b, scan_part_two))
+active_solve = implicit_solve(_active_swept, _active_complete, _active_matvec)
 active_solve.__doc__ = (
     "z = (a_x, a_y, y_rod, y1, y2, y_t) = K(op)^-1 b for the operator of :func:`_active_matvec` by the Part II "
-    "recursion (:func:`part_two_sweeps`), with implicit derivatives "
-    "(:func:`diffchain._solvers.implicit.implicit_solve`): "
-    "derivatives never go through the sweeps, and their solves take the scans (:func:`_part_two_sweeps`), not the "
-    "written-out one-chain forms: as fast there, and a smaller program to trace and compile.")
+    "recursion (:func:`_part_two_sweeps`), with implicit derivatives "
+    "(:func:`diffchain._solvers.implicit.implicit_solve`).")
 
 
 class Recursive(Solver):

@@ -1,9 +1,9 @@
 """How diffchain's programs treat one chain and a batch differently (``jax.custom_batching.custom_vmap``).
 
-One chain and a ``vmap``-ed batch of chains want different programs on XLA CPU: the Part II recursion written out
-for one short chain is slow under ``vmap`` (:func:`one_chain_form`); a ``lax.cond`` skips work on one chain but under ``vmap``
-becomes a select that always computes both branches (:func:`rare_cond`, :func:`unless_done`, :func:`scan_until`,
-:func:`any_in_batch`).
+A ``lax.cond`` skips work on one chain but under ``vmap`` becomes a select that always computes both branches:
+:func:`rare_cond`, :func:`unless_done`, :func:`scan_until` and :func:`any_in_batch` skip a branch that no element
+of the batch takes, and run it on the few that do (:func:`one_chain_or`: a form for one chain outside derivatives).
+:func:`batch_form` gives a function its own program under ``vmap`` (the point-major backend, chosen explicitly).
 """
 from __future__ import annotations
 
@@ -144,17 +144,6 @@ mlir.register_lowering(_linear_p, mlir.lower_fun(_linear_impl, multiple_results=
 ad.primitive_transposes[_linear_p] = _linear_transpose
 ad.primitive_jvps[_linear_p] = _linear_jvp
 batching.primitive_batchers[_linear_p] = _linear_batch
-
-
-def one_chain_form(unrolled, general):
-    """``unrolled`` when evaluated on one chain; ``general`` (the same arithmetic with scans) under ``vmap``, where
-    unrolling costs more than it saves, and in every derivative (:func:`batch_form`)."""
-
-    def batched(axis_size, in_batched, *args):
-        in_axes = jax.tree.map(lambda b: 0 if b else None, tuple(in_batched))
-        return jax.vmap(general, in_axes=in_axes, axis_size=axis_size)(*args)
-
-    return batch_form(unrolled, batched, general)
 
 
 def _explicit(f, operand):

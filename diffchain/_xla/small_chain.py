@@ -1,8 +1,8 @@
 """The lambda-first solve of one short chain written out in scalars (up to ``SMALL_MAX`` points).
 
 The same KKT system as the Part II recursion (:mod:`diffchain._solvers.recursive_held`), so the same accelerations,
-torques and tensions to round-off; XLA fuses a short chain's solve into few kernels. Used on one chain outside
-derivatives (:func:`diffchain._xla.batching.one_chain_form`) and by the event quantum's solver calls.
+torques and tensions to round-off; XLA fuses a short chain's solve into few kernels. The event quantum's solver
+calls use it on one chain outside derivatives (:func:`diffchain._events.dynamics.constrained_dynamics`).
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from .._model.geometry import link_omega_c, links_c, wrap_angle
 from .._model.chain import Chain, Control, State
 from .._solvers.recursive import kkt_system, point_a0
 from .._constraints.held import _active_mask, _per_joint
-from .._solvers.recursive_held import _lock_tolerance, _part_two_sweeps, _tolerance
+from .._solvers.recursive_held import _lock_tolerance, _tolerance
 
 
 def _small_sweeps(m, r, L, e, Fe, P, a0, active, alpha, sigma, ell, joints=True, forces=False):
@@ -189,8 +189,3 @@ def small_dynamics(chain: Chain, state: State, control: Control, active=None, al
         R = jnp.stack([jnp.stack([m[i] * ax[i] - G[i][0], m[i] * ay[i] - G[i][1]]) for i in range(n)])
         return out + (R,)
     return out
-
-
-def _one_chain_part_two(*args):
-    n = args[0].shape[0]
-    return _small_sweeps(*args) if 1 < n <= SMALL_MAX else _part_two_sweeps(*args, unroll=n == 1)
