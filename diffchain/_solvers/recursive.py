@@ -22,6 +22,8 @@ relative threshold and double-``where`` so the masked branch has finite gradient
 """
 from __future__ import annotations
 
+import dataclasses
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -266,9 +268,8 @@ def chain_operator(chain: Chain, rx, ry, P, links=False) -> ChainOperator:
         return op
     Bm = point_mass_blocks(chain)
     M12 = jnp.concatenate([chain_link_blocks(chain)[1], jnp.zeros((1, 2, 2), rx.dtype)])  # terminal point: none
-    return eqx.tree_at(lambda o: (o.B, o.M12), op, ((Bm[:, 0, 0], Bm[:, 0, 1], Bm[:, 1, 1]),
-                                                    (M12[:, 0, 0], M12[:, 0, 1], M12[:, 1, 0], M12[:, 1, 1])),
-                       is_leaf=lambda v: v is None)
+    return dataclasses.replace(op, B=(Bm[:, 0, 0], Bm[:, 0, 1], Bm[:, 1, 1]),
+                               M12=(M12[:, 0, 0], M12[:, 0, 1], M12[:, 1, 0], M12[:, 1, 1]))
 
 
 def _kkt_rod_forces(op: ChainOperator, y):
@@ -296,8 +297,7 @@ def _kkt_swept(op, b):
     """The part of K^-1 b that the recursion gives, O(n): the accelerations and the rod multipliers (rows switched
     off: y = b)."""
     bx, by, br = b[:3]
-    ax, ay, phi = abcd_sweeps_c(op.m, _pad1(op.rx), _pad1(op.ry), _pad1(-br), bx, by, *op.P,
-                                            *point_a0(op, b))
+    ax, ay, phi = abcd_sweeps_c(op.m, _pad1(op.rx), _pad1(op.ry), _pad1(-br), bx, by, *op.P, *point_a0(op, b))
     return ax, ay, jnp.where(op.on, -phi[:-1], br)
 
 

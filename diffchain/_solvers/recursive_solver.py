@@ -5,8 +5,8 @@ implicitly (:func:`active_dynamics_recursive`); and one held joint by superposit
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import ClassVar
-
 
 import equinox as eqx
 import jax
@@ -43,8 +43,7 @@ def active_dynamics_recursive(chain: Chain, state: State, control: Control, acti
     _, _, _, inv_rho, _, _ = links_c(state.x[:, 0], state.x[:, 1])
     sigma, ell = _scales(chain)
     alpha = active_terms(chain, state, alpha_w, theta_bar, stab)
-    op = eqx.tree_at(lambda o: (o.inv_rho, o.active, o.sigma, o.ell), op, (inv_rho, active, sigma, ell),
-                     is_leaf=lambda v: v is None)
+    op = dataclasses.replace(op, inv_rho=inv_rho, active=active, sigma=sigma, ell=ell)
     ax, ay, yr, _, _, yt = active_solve(op, b + (jnp.where(active, alpha, 0.0),))
     return jnp.stack([ax, ay], -1), -yr, jnp.where(active, -yt, 0.0)
 
