@@ -174,7 +174,7 @@ def active_backward(m, r, L, e, Fe, P, a0, act_next, alpha_next, sigma, ell):
         # is round-off against the magnitudes it is computed from: sigma for a (a sum of compliances <= ~sigma), the
         # terms of k6 for c (of either sign: they cancel where the tail barely lets link i turn)
         a_, c_ = -k0, k6 * ell**2
-        k6_scale = _max_abs(p1L) + _max_abs(qw_) + _max_abs(LA1L) + _max_abs(Lbw1) + _max_abs(LPL * inv_m)
+        k6_scale = jnp.abs(p1L) + jnp.abs(qw_) + jnp.abs(LA1L) + jnp.abs(Lbw1) + jnp.abs(LPL * inv_m)
         zero1 = a_ <= tol * sigma
         zero2 = ~act | (c_ <= tol * sigma)
         parallel = ~zero1 & ~zero2 & (k5 * k1 - k0 * k6 <= tol * sigma * k6_scale)

@@ -90,7 +90,8 @@ def _active_swept(op, b):
     rx, ry, inv_rho, act = op.rx, op.ry, op.inv_rho, op.active
     (bx, by, br), bt = b[:3], b[5]
     r, L = (_pad1(rx), _pad1(ry)), (_pad1(-ry * inv_rho), _pad1(rx * inv_rho))  # L = r^* / rho (link_L); r_n = L_n = 0
-    (ax, ay), tau, phi = _part_two_sweeps(op.m, r, L, _pad1(-br), (bx, by), op.P, point_a0(op, b), act, bt, op.sigma, op.ell)
+    (ax, ay), tau, phi = _part_two_sweeps(op.m, r, L, _pad1(-br), (bx, by), op.P, point_a0(op, b), act, bt, op.sigma,
+                                          op.ell)
     return ax, ay, jnp.where(op.on, -phi[:-1], br), jnp.where(act, -tau, bt)
 
 
