@@ -11,7 +11,7 @@ Sections (all measured in the same run):
            did happen; the headline pair once more without pinning the process to one core (a subprocess);
   budget   ``slots`` 3/4/8, ``max_depth`` 0 vs 3 and a low halving threshold (5-link chain, single);
   batched  ``jit(vmap(...))`` over B = 64, 1024 random drops of the 5-link chain, T = 200;
-  kkt      ``solver=KKT()`` vs the default ``Recursive()`` (5-link chain, single), for information;
+  kkt      ``solver=KKT()`` and ``solver=ShortChain()`` vs the default ``Recursive()`` (5-link chain, single);
   profile  where the single-chain time goes: a ladder of rollouts that adds the pieces of a quiet event quantum one at
            a time (Part I ``Recursive`` step -> Part II ``active_dynamics_recursive`` step ->
            ``events.constrained_dynamics`` -> + ``events.detect`` -> a quiet quantum's one slot -> ``event_rollout``),
@@ -99,7 +99,6 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
-from diffchain._xla import small_chain as dca  # noqa: E402  (SMALL_MAX)
 from diffchain._events import detection as dcd, dynamics as dce  # noqa: E402  (the pieces of section profile)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -537,15 +536,15 @@ def section_batched():
 def section_kkt(single):
     T, k = ARGS.steps, K_BUDGET
     n = k + 1
-    R.add(f"## 4. Solver: KKT vs Recursive ({k}-link chain, single, active drop, T = {T})\n")
-    R.add("For information: the event rollout (reporting scan) with `solver=KKT()` (dense KKT with the held "
-          "rows) against the default `Recursive()`; the plain rollout with `KKT()` against `Recursive()`. "
-          "Round-robin timing.\n")
+    R.add(f"## 4. Solver: KKT and ShortChain vs Recursive ({k}-link chain, single, active drop, T = {T})\n")
+    R.add("The event rollout (reporting scan) with `solver=KKT()` (dense KKT with the held rows) and with "
+          "`solver=ShortChain()` (the recursion's system written out in scalars, for one short chain) against the "
+          "default `Recursive()`; the plain rollout with the same solvers. Round-robin timing.\n")
     chain, s = drop_state(k, 8.0)
     es, ev = dc.EventState(s), make_events(n, 0.0)
     cases, info = {}, {}
-    for name, esolver, psolver in (("recursive", dc.Recursive(), dc.Recursive()),
-                                   ("kkt", dc.KKT(), dc.KKT())):
+    for name, esolver, psolver in (("recursive", dc.Recursive(), dc.Recursive()), ("kkt", dc.KKT(), dc.KKT()),
+                                   ("short", dc.ShortChain(), dc.ShortChain())):
         pre = single["res"][k].get("fr") if (single and name == "recursive" and k in single["res"]) else None
         fe, ce = (pre, single["res"][k]["compile_rep"]) if pre is not None else compile_fn(rep_fn(T, esolver), chain,
                                                                                            ev, es)
@@ -563,10 +562,12 @@ def section_kkt(single):
                      fmt_t(med(tp) / T), f"{paired_ratio(te, tp):.1f}×", int(t["impacts"]), int(t["limit_hits"]),
                      f"{float(t['slots_mean']):.3f}", f"{ce:.1f} s"])
     res["kkt_over_rec"] = paired_ratio(smp["ev_kkt"], smp["ev_recursive"])
+    res["rec_over_short"] = paired_ratio(smp["ev_recursive"], smp["ev_short"])
     dx = float(jnp.max(jnp.abs(res["kkt"]["final"].state.x - res["recursive"]["final"].state.x)))
     R.add(md_table(["event solver / plain solver", "event per quantum", "plain per quantum", "event / plain",
                     "impacts", "limit hits", "slots/quantum", "compile event"], rows))
-    R.add(f"\nKKT / Recursive event rollout: {res['kkt_over_rec']:.2f}×; max |x_final(KKT) − "
+    R.add(f"\nRecursive / ShortChain event rollout: {res['rec_over_short']:.2f}×. "
+          f"KKT / Recursive event rollout: {res['kkt_over_rec']:.2f}×; max |x_final(KKT) − "
           f"x_final(recursive)| = {dx:.1e} m after {T} quanta"
           + (" (same physics, not the same trajectory: round-off differences between the solvers change the timing "
              "and order of the contacts of the landing; see the impact counts)." if dx > 1e-6 else ".") + "\n")
@@ -845,13 +846,6 @@ def section_profile(single):
 
 # ------------------------------------------------------------------------------------------------------- reading
 
-def _active_form(n):
-    """Which form an event quantum's solver call takes on one chain of n points (constrained_dynamics)."""
-    if 1 < n <= dca.SMALL_MAX:
-        return "on one chain of this size: the lambda-first form written out in scalars, `small_chain.small_dynamics`"
-    return "the Part II recursion"
-
-
 def reading(single, budget, batched, kkt, prof):
     """One paragraph built from the measured numbers (only the sections that ran)."""
     parts = ["**Reading.**"]
@@ -889,7 +883,7 @@ def reading(single, budget, batched, kkt, prof):
                 parts[-1] += (
                     f", but their consequences last: on the n = {kb + 1} drop a point is stuck after {stuck} and a "
                     f"joint held at its limit after {held} of the {ARGS.steps} quanta, and while a joint is held every "
-                    f"solver call is the active-joint solver ({_active_form(kb + 1)}) instead of the Part I fallback "
+                    f"solver call is the active-joint solver (the Part II recursion) instead of the Part I fallback "
                     f"— hence {a['ratio']:.1f}× "
                     f"on the drop vs {q['ratio']:.1f}× in free fall.")
             else:
@@ -913,7 +907,7 @@ def reading(single, budget, batched, kkt, prof):
         share = (1 - p["one"] / p["ev8"]) * 100
         parts.append(
             f"The ladder of section 5 (n = {kb + 1}, paired ratios to the plain step): a step with "
-            f"`active_dynamics_recursive` ({_active_form(kb + 1)}) as its solver costs {pr['part2']:.1f}×; a step with `constrained_dynamics`, the call each slot "
+            f"`active_dynamics_recursive` (the Part II recursion) as its solver costs {pr['part2']:.1f}×; a step with `constrained_dynamics`, the call each slot "
             f"makes, {pr['cd']:.1f}×"
             + (" (with no joint held it runs the Part I recursion, `part_one`)" if PART_ONE else "")
             + f"; + `detect` {pr['cd_det']:.1f}×; the one slot of a quiet quantum (one detect, one solver "
@@ -932,9 +926,8 @@ def reading(single, budget, batched, kkt, prof):
             parts.append(
                 f"At n = {kb + 1} an active-joint call executes {kern['part2'] / kern['part1']:.1f}× as many XLA "
                 f"kernels as a Part I call ({kern['part2']:.0f} vs {kern['part1']:.0f}; "
-                + ("the rods' and held joints' rows eliminated in scalars" if kb + 1 <= dca.SMALL_MAX
-                   else "12 coefficient groups, degenerate-case rules and locking tests per point instead of 4 groups")
-                + "), and with a few flops per kernel the time follows the kernel count.")
+                "12 coefficient groups, degenerate-case rules and locking tests per point instead of 4 groups"
+                "), and with a few flops per kernel the time follows the kernel count.")
         if pr["one"] > 3.3:
             parts.append(
                 f"So the solver work alone (one call per quantum, ≈ {pr['one']:.1f}× without any bookkeeping) "

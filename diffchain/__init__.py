@@ -7,6 +7,7 @@ from ._solvers.base import Solver
 from ._solvers.dense import KKT, Larin, NullSpace, RangeSpace
 from ._solvers.forward import forward_dynamics
 from ._solvers.recursive_solver import Recursive
+from ._xla.small_chain import ShortChain
 from ._simulate.integrators import RK4, Integrator, SeedQuantum, SemiImplicitEuler, VelocityVerlet
 from ._simulate.projection import RATTLE, Projected, project
 from ._simulate.rollout import Backend, check_state, constraint_violation, rollout, step
@@ -31,7 +32,7 @@ __all__ = [
     "Chain", "Control", "State", "cart_chain", "free_chain", "pendulum", "from_joint_angles", "joint_accelerations",
     "joint_angles", "joint_velocities", "link_angles", "energy",
     # forward dynamics: one solver interface, every solver on every model it applies to (seeds 000-004)
-    "Solver", "Recursive", "KKT", "RangeSpace", "NullSpace", "Larin", "forward_dynamics",
+    "Solver", "Recursive", "ShortChain", "KKT", "RangeSpace", "NullSpace", "Larin", "forward_dynamics",
     # integration, sensitivities
     "RK4", "Integrator", "SeedQuantum", "SemiImplicitEuler", "VelocityVerlet",
     "check_state", "constraint_violation", "rollout", "step", "da_dF", "dalpha_dtau", "Backend", "PointMajor",

@@ -146,64 +146,6 @@ def test_small_form_equals_kkt(problem, seed, stab, off_manifold):
         assert _rel(np.asarray(phi1)[free_rod], np.asarray(phi2)[free_rod]) <= 10 * tol, desc
 
 
-small_one = jax.jit(lambda c, s, u, on, al, tb, stab, j: small_chain.small_dynamics(c, s, u, on, al, tb, stab, joints=(j,)),
-                    static_argnums=7)
-
-
-def check_one_joint(problem, seed, stab, off_manifold, solve, references):
-    """A random problem with one joint j held alone (none if j is dependent): ``solve(chain, state, control, active,
-    alpha_w, theta_bar, stab, j)`` == each of ``references`` (solvers without j): a, the torque at j, the tensions."""
-    chain, state, control, desc = problem
-    rng = np.random.default_rng(seed)
-    if off_manifold:
-        state = perturb(chain, state, rng)
-    j = int(rng.integers(chain.n))
-    active = choose_active(chain, state, control, rng, candidates=np.arange(chain.n) == j)
-    alpha_w, theta_bar = rng.normal(size=chain.n), rng.uniform(-np.pi, np.pi, chain.n)
-    desc += f" joint={j} active={active.astype(int).tolist()} seed={seed} stab={stab} off={off_manifold}"
-    a1, phi1, t1 = solve(chain, state, control, active, alpha_w, theta_bar, stab, j)
-    tol = max(1e-10, 1e-16 * kkt_condition(chain, state, control, active))
-    free_rod = ~(np.asarray(chain.guided[:-1]) & np.asarray(chain.guided[1:]))
-    assert np.all(np.asarray(t1)[~active] == 0), desc
-    for ref in references:
-        a, phi, t = ref(chain, state, control, active, alpha_w, theta_bar, stab)
-        assert _rel(a1, a) <= tol, desc
-        assert _rel(np.asarray(t1)[active], np.asarray(t)[active]) <= tol, desc
-        assert _rel(np.asarray(phi1)[free_rod], np.asarray(phi)[free_rod]) <= 10 * tol, desc
-
-
-@given(random_problem(sizes=(2, 3, 4)), st.integers(0, 2**31), st.sampled_from([NO_STAB, 0.05]), st.booleans())
-def test_small_form_of_one_joint(problem, seed, stab, off_manifold):
-    """The lambda-first form with one joint's row alone (``joints=(j,)``, the others known not to be held) == KKT and
-    == the form with every joint's row."""
-    check_one_joint(problem, seed, stab, off_manifold, small_one, (kkt, small))
-
-
-one_joint = jax.jit(lambda c, s, u, on, al, tb, stab, j: act.one_joint_dynamics(c, s, u, on, al, tb, stab))
-
-
-@given(random_problem(sizes=SIZES), st.integers(0, 2**31), st.sampled_from([NO_STAB, 0.05]), st.booleans())
-def test_one_joint_by_superposition(problem, seed, stab, off_manifold):
-    """One joint held alone by two Part I solves (:func:`diffchain._solvers.recursive_solver.one_joint_dynamics`: what one long chain's
-    event quanta take) == KKT and == the Part II recursion."""
-    check_one_joint(problem, seed, stab, off_manifold, one_joint, (kkt, rec))
-
-
-@pytest.mark.parametrize("n,k", [(5, 3), (13, 3)])
-def test_one_joint_that_cannot_turn(n, k):
-    """Seed §12.2: joint 2 held between the guided points 1 and 3 cannot turn; the superposition then takes
-    tau^w = 0 (:func:`diffchain._solvers.recursive_held.root_torque`'s rule) and gives the accelerations of Part I, which equal
-    the recursion's and KKT's without the redundant row."""
-    chain, state, control, _, alpha_w = stiff_problem(n, k, seed=n * 10 + k, tail_active=False)
-    active = np.arange(n) == 1
-    a, phi, tau = one_joint(chain, state, control, active, alpha_w, np.zeros(n), NO_STAB, 1)
-    assert np.all(np.asarray(tau) == 0)
-    a_ref, _ = plain(chain, state, control)
-    a_rec, _, _ = rec(chain, state, control, active, alpha_w, np.zeros(n), NO_STAB)
-    for ref in (a_ref, a_rec):
-        assert np.abs(np.asarray(a) - np.asarray(ref)).max() <= 1e-9 * max(np.abs(np.asarray(ref)).max(), 1.0)
-
-
 @pytest.mark.parametrize("n,k", [(3, 3), (4, 4), (4, 3), (8, 8), (8, 4)])
 def test_small_form_stiffness(n, k):
     """Seed §12.2 stiffness (as :func:`test_stiffness_is_finite_and_right`) in the lambda-first form of short
@@ -238,12 +180,9 @@ def _gradient_of(solver):
 grad_rec_all, grad_kkt_all = _gradient_of(act.active_dynamics_recursive), _gradient_of(dc.KKT().held)
 
 
-@pytest.mark.slow
-@given(random_problem(sizes=SIZES), st.integers(0, 2**31), st.sampled_from([NO_STAB, 0.05]), st.booleans())
-def test_recursion_gradients_equal_kkt_gradients(problem, seed, stab, off_manifold):
-    """The Part II recursion's implicit derivatives (:func:`diffchain._solvers.recursive_solver.active_solve`: one more recursion with
-    the cotangent, the sweeps never differentiated) == reverse mode through the dense KKT solve, with respect to
-    positions, velocities, alpha^w, masses and control torques, on random chains and active sets."""
+def check_gradients(problem, seed, stab, off_manifold, gradient):
+    """``gradient`` (of :func:`_gradient_of` a solver) == reverse mode through the dense KKT solve, with respect to
+    positions, velocities, alpha^w, masses and control torques, on a random chain and active set."""
     chain, state, control, desc = problem
     rng = np.random.default_rng(seed)
     if off_manifold:
@@ -254,7 +193,7 @@ def test_recursion_gradients_equal_kkt_gradients(problem, seed, stab, off_manifo
     free_rod = np.append(~(np.asarray(chain.guided[:-1]) & np.asarray(chain.guided[1:])), False)  # as phi is tested
     w = (rng.normal(size=(n, 2)), rng.normal(size=n) * free_rod, rng.normal(size=n) * active)
     desc += f" active={active.astype(int).tolist()} seed={seed} stab={stab} off={off_manifold}"
-    g1 = grad_rec_all(chain, state, control, active, alpha_w, theta_bar, stab, w)
+    g1 = gradient(chain, state, control, active, alpha_w, theta_bar, stab, w)
     g2 = grad_kkt_all(chain, state, control, active, alpha_w, theta_bar, stab, w)
     tol = max(1e-9, 1e-15 * kkt_condition(chain, state, control, active))
     for name, u, v in zip(("x", "v", "alpha_w", "m", "tau"), g1, g2):
@@ -263,6 +202,26 @@ def test_recursion_gradients_equal_kkt_gradients(problem, seed, stab, off_manifo
         # give it as round-off of O(1) quantities, ~1e-15 (a relative comparison of two round-offs is meaningless)
         err = np.max(np.abs(np.asarray(u) - np.asarray(v)), initial=0.0)
         assert err <= tol * max(np.max(np.abs(np.asarray(v)), initial=0.0), 1e-5), (name, _rel(u, v), desc)
+
+
+@pytest.mark.slow
+@given(random_problem(sizes=SIZES), st.integers(0, 2**31), st.sampled_from([NO_STAB, 0.05]), st.booleans())
+def test_recursion_gradients_equal_kkt_gradients(problem, seed, stab, off_manifold):
+    """The Part II recursion's implicit derivatives (:func:`diffchain._solvers.recursive_solver.active_solve`: one more
+    recursion with the cotangent, the sweeps never differentiated) == reverse mode through the dense KKT solve."""
+    check_gradients(problem, seed, stab, off_manifold, grad_rec_all)
+
+
+grad_short_all = _gradient_of(dc.ShortChain().held)
+
+
+@pytest.mark.slow
+@given(random_problem(sizes=(2, 3, 5, small_chain.SMALL_MAX)), st.integers(0, 2**31), st.sampled_from([NO_STAB, 0.05]),
+       st.booleans())
+def test_short_chain_gradients_equal_kkt_gradients(problem, seed, stab, off_manifold):
+    """:class:`diffchain.ShortChain` differentiated through its written-out scalars == reverse mode through the dense
+    KKT solve (the dropped pivots of redundant rows have no derivative: their multipliers are 0 in both)."""
+    check_gradients(problem, seed, stab, off_manifold, grad_short_all)
 
 
 @pytest.mark.parametrize("stab", [NO_STAB, 0.05])

@@ -98,9 +98,9 @@ def test_unless_done_runs_only_the_elements_not_done():
 
 @pytest.mark.parametrize("running", [5, B])
 def test_scan_until_stops_where_done_in_all_its_forms(running):
-    """scan_until: a while loop on one element, a scan of conds in derivatives, steps under vmap on the elements not
-    done (gathered when ``running`` of them are, at most sparse_size); each must stop where a Python loop stops
-    (done = the time reaches 1; the steps' lengths differ by element; the others start done)."""
+    """scan_until: a scan of conds on one element and in derivatives, steps under vmap on the elements not done
+    (gathered when ``running`` of them are, at most sparse_size); each must stop where a Python loop stops (done = the
+    time reaches 1; the steps' lengths differ by element; the others start done)."""
     rng = np.random.default_rng(running)
     xs = jnp.asarray(rng.uniform(0.05, 0.5, (B, 12)))
     k = jnp.asarray(rng.normal(size=B))
@@ -119,10 +119,10 @@ def test_scan_until_stops_where_done_in_all_its_forms(running):
         return s, ds
 
     want = np.array([reference(float(k[i]), xs[i], float(t0[i])) for i in range(B)])
-    one = [run(k[i], xs[i], t0[i]) for i in (0, 1, B - 1)]  # while loop
+    one = [run(k[i], xs[i], t0[i]) for i in (0, 1, B - 1)]
     np.testing.assert_allclose(one, want[[0, 1, B - 1], 0], rtol=1e-14)
     np.testing.assert_allclose(jax.jit(jax.vmap(run))(k, xs, t0), want[:, 0], rtol=1e-14)
-    np.testing.assert_allclose(jax.vmap(jax.grad(run))(k, xs, t0), want[:, 1], rtol=1e-13)  # scan of conds
+    np.testing.assert_allclose(jax.vmap(jax.grad(run))(k, xs, t0), want[:, 1], rtol=1e-13)
     np.testing.assert_allclose(jax.grad(lambda k: jnp.sum(jax.vmap(run)(k, xs, t0)))(k), want[:, 1], rtol=1e-13)
 
 

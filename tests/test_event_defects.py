@@ -96,7 +96,7 @@ def _near_line(beta, u=3e-3, w=0.1):
     return x, np.array([[0.0, 0.0], [0.0, 1e-3], [u, -w]])
 
 
-@pytest.mark.parametrize("solver", [dc.Recursive(), dc.KKT()], ids=["recursive", "kkt"])
+@pytest.mark.parametrize("solver", [dc.Recursive(), dc.ShortChain(), dc.KKT()], ids=["recursive", "short", "kkt"])
 def test_impact_between_two_stuck_points_adds_no_energy(solver):
     """The inelastic impulse is the M-orthogonal projection of v onto the velocities the constraints allow,
     v+ = v - M^-1 J^T (J M^-1 J^T)^+ J v, which never adds kinetic energy. Here both ends are stuck and the two rods

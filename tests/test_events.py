@@ -134,7 +134,7 @@ def _random_contacts(chain, rng, n_stuck, n_held):
     return state, stuck, held
 
 
-@pytest.mark.parametrize("solver", [dc.Recursive(), dc.KKT()], ids=["recursive", "kkt"])
+@pytest.mark.parametrize("solver", [dc.Recursive(), dc.ShortChain(), dc.KKT()], ids=["recursive", "short", "kkt"])
 def test_impulse_is_the_mass_metric_projection(solver):
     """Seed §7 Z1–Z3 with the same solver = the inelastic impulse: v' is the M-orthogonal projection of v onto the
     velocities the constraints allow, so stuck points stop, held joints stop rotating, rods keep their length and the
@@ -157,9 +157,9 @@ def test_impulse_is_the_mass_metric_projection(solver):
 
 
 def test_long_chain_solver_call_equals_kkt():
-    """One chain beyond ``active.SMALL_MAX`` points: with one joint held alone the solver call takes two Part I
-    solves (``active.one_joint_dynamics``), with two the Part II recursion; both give the KKT form's accelerations,
-    holding torques and reactions, in the impulse call and in the ordinary one."""
+    """One chain beyond ``SMALL_MAX`` points, with one joint held and with two: the solver call (the Part II
+    recursion) gives the KKT form's accelerations, holding torques and reactions, in the impulse call and in the
+    ordinary one."""
     rng = np.random.default_rng(2)
     chain = dc.free_chain(10, mass=rng.uniform(0.5, 2.0, 11), length=rng.uniform(0.3, 1.0, 10))
     assert chain.n > SMALL_MAX
@@ -223,11 +223,13 @@ def test_chain_dropped_on_the_ground(drop):
     assert np.all(final.stuck[np.asarray(final.x[:, 1]) > 1e-6] == 0)
 
 
-def test_recursive_and_kkt_event_rollouts_agree(drop):
-    """Same events, same times, same trajectory (to round-off) with either solver, through every impact, limit hit,
-    release and scuff of the drop: the decisions are taken with margins above round-off."""
+@pytest.mark.parametrize("solver", [dc.KKT(), dc.ShortChain()], ids=["kkt", "short"])
+def test_event_rollouts_agree_with_every_chain_solver(drop, solver):
+    """Same events, same times, same trajectory (to round-off) with the recursion, the dense KKT solve and the
+    written-out form, through every impact, limit hit, release and scuff of the drop: the decisions are taken with
+    margins above round-off."""
     chain, _, state, (_, (traj, rep)), run = drop
-    _, (traj_k, rep_k) = run(state, dc.KKT())
+    _, (traj_k, rep_k) = run(state, solver)
     np.testing.assert_array_equal(rep.impacts, rep_k.impacts)
     np.testing.assert_array_equal(rep.limit_hits, rep_k.limit_hits)
     np.testing.assert_allclose(traj.state.x, traj_k.state.x, atol=1e-10)

@@ -167,8 +167,8 @@ def test_inertial_component_sweeps_equal_matrix_sweeps():
 
 
 # ------------------------------------------------------------------ every solver on every model it applies to
-SOLVERS = {"Recursive": dc.Recursive(), "RangeSpace": dc.RangeSpace(), "NullSpace": dc.NullSpace(),
-           "Larin": dc.Larin()}
+SOLVERS = {"Recursive": dc.Recursive(), "ShortChain": dc.ShortChain(), "RangeSpace": dc.RangeSpace(),
+           "NullSpace": dc.NullSpace(), "Larin": dc.Larin()}
 CHAINS = [pytest.param(3, 0, False, id="n3"), pytest.param(5, 1, False, id="n5"), pytest.param(4, 2, True, id="n4-links")]
 
 
@@ -178,9 +178,15 @@ def test_every_solver_agrees_with_kkt_on_chains(name, n, seed, links):
     """Every solver equals dense KKT on a chain, with guided points and sliders (Part I) and with held joints on a
     free chain (Part II): accelerations to 1e-10, tensions and held torques to 1e-9 relative. The dense solvers solve
     the chain's own (M, Q, J, gamma) with rank decisions; KKT solves it directly. The recursion's Part II takes point
-    masses only and says so for rigid links (tests/test_active.py)."""
+    masses only and says so for rigid links (tests/test_active.py); the written-out form takes short chains of point
+    masses only and says so."""
     solver = SOLVERS[name]
     chain, state, control, desc = make_problem(n, seed, "random", kinds=True, links=links)
+    if links and name == "ShortChain":
+        with pytest.raises(ValueError, match=r"ShortChain: solves chains of 2 to SMALL_MAX = 8 point masses, got a "
+                                             r"chain with rigid links: use Recursive\(\)"):
+            solver(chain, state, control)
+        return
     a, phi = jax.jit(solver)(chain, state, control)
     a_k, phi_k = jax.jit(dc.KKT())(chain, state, control)
     assert _rel(a, a_k) <= 1e-10, desc
@@ -199,6 +205,15 @@ def test_every_solver_agrees_with_kkt_on_chains(name, n, seed, links):
     assert np.allclose(np.asarray(dc.joint_accelerations(state, out[0]))[held], alpha_w[held], atol=1e-9), desc
 
 
-def test_the_recursion_refuses_a_mechanism():
-    with pytest.raises(TypeError, match="solves serial chains only"):
-        dc.Recursive().system(jnp.eye(2), jnp.zeros(2), jnp.ones((1, 2)), jnp.zeros(1), jnp.ones(1, bool))
+@pytest.mark.parametrize("solver", [dc.Recursive(), dc.ShortChain()], ids=["recursive", "short"])
+def test_the_recursion_refuses_a_mechanism(solver):
+    with pytest.raises(TypeError, match="solves .*serial chains only"):
+        solver.system(jnp.eye(2), jnp.zeros(2), jnp.ones((1, 2)), jnp.zeros(1), jnp.ones(1, bool))
+
+
+def test_short_chain_refuses_a_long_chain():
+    chain = dc.pendulum(9)
+    state = dc.from_joint_angles(chain, jnp.full(9, 0.2))
+    with pytest.raises(ValueError, match=r"ShortChain: solves chains of 2 to SMALL_MAX = 8 point masses, got a chain "
+                                         r"with n = 10 points"):
+        dc.forward_dynamics(chain, state, solver=dc.ShortChain())

@@ -14,9 +14,8 @@ from .._solvers.base import Solver, check_solver
 from .._solvers.dense import KKT
 from .._solvers.mechanism import check_mechanism_state, check_motor_torques
 from .features import is_mechanism
-from .._solvers.recursive_solver import Recursive, one_joint_dynamics
-from .._xla.small_chain import SMALL_MAX, small_dynamics
-from .._xla.batching import _explicit, one_chain_or, rare_cond
+from .._solvers.recursive_solver import Recursive
+from .._xla.batching import rare_cond
 from .._model.forces import external_forces, torque_forces
 from .detection import limit_arc
 from .state import EventState, Events
@@ -187,57 +186,16 @@ def constrained_dynamics(chain: Chain, events: Events, es: EventState, x, v, t, 
         a, phi = solver(ch, s_in, u, stab_in)
         return a, phi, jnp.zeros_like(alpha_w)
 
-    pointed = jnp.any(ch.guided | chain.slider_mask)
+    a, phi, tau_w = rare_cond(jnp.any(held), lambda _: solver.held(ch, s_in, u, held, alpha_w, theta_bar, stab_in),
+                              part_one, None)
 
-    def with_reactions(a, phi, tau_w):
-        def reactions(_):
-            _, _, r = links(x)
-            rods = _pad_diff(-r * phi[:, None]) if chain.n > 1 else jnp.zeros_like(a)
-            return _mass_times(chain, a) - external_forces(ch, s_in, u) - rods - torque_forces(x, tau_w)
+    def reactions(_):
+        _, _, r = links(x)
+        rods = _pad_diff(-r * phi[:, None]) if chain.n > 1 else jnp.zeros_like(a)
+        return _mass_times(chain, a) - external_forces(ch, s_in, u) - rods - torque_forces(x, tau_w)
 
-        # R vanishes (exactly, instead of to round-off) where no point is guided, stuck or on a line
-        R = rare_cond(pointed, reactions, lambda _: jnp.zeros_like(a), None)
-        return a, tau_w, R
-
-    def general(_):
-        return with_reactions(*rare_cond(jnp.any(held), lambda _: solver.held(ch, s_in, u, held, alpha_w, theta_bar,
-                                                                         stab_in), part_one, None))
-
-    def one_held(_):  # one joint held: two Part I solves instead of the Part II recursion (~4x Part I at 21 points)
-        return with_reactions(*one_joint_dynamics(ch, s_in, u, held, alpha_w, theta_bar, stab_in, solver))
-
-    def free(_):  # nothing held, guided, stuck or on a line: the Part I accelerations alone (no tensions needed)
-        return part_one(None)[0], jnp.zeros_like(alpha_w), jnp.zeros((chain.n, 2), x.dtype)
-
-    def free_small(_):  # the same by the rods' rows of the small form: fewer kernels than Part I's scans
-        return small_dynamics(ch, s_in, u, stab=stab_in)[0], jnp.zeros_like(alpha_w), jnp.zeros((chain.n, 2), x.dtype)
-
-    def small(joints):  # a short chain: the held joints' and the rods' rows solved at once, R from its tensions
-        def branch(_):  # joints: whether any joint is held
-            if joints:
-                a, _, tau_w, R = small_dynamics(ch, s_in, u, held, alpha_w, theta_bar, stab_in, reactions=True)
-            else:
-                a, _, tau_w, R = small_dynamics(ch, s_in, u, stab=stab_in, reactions=True)
-            return a, tau_w, jnp.where(pointed, R, 0.0)
-        return branch
-
-    run, consts = _explicit(general, None)  # traced once, for both forms
-
-    def one_chain(_):
-        if isinstance(solver, Recursive) and 1 < chain.n <= SMALL_MAX and not chain.has_links:
-            branches = [free_small, small(False), small(True)]
-            return jax.lax.switch(jnp.where(jnp.any(held), 2, jnp.where(pointed, 1, 0)), branches, None)
-        if isinstance(solver, Recursive) and not chain.has_links:
-            index = jnp.where(jnp.sum(held) == 1, 2, jnp.where(jnp.any(held) | pointed, 1, 0))
-            return jax.lax.switch(index, [free, lambda _: run(consts, None), one_held], None)
-        return jax.lax.cond(jnp.any(held) | pointed, lambda _: run(consts, None), free, None)
-
-    # One chain (outside derivatives): one cond, whose common branch computes no tensions (as operands of the
-    # reactions' cond they cost a recomputation of the sweeps); up to SMALL_MAX points the constrained cases take
-    # the lambda-first solve, whose tensions are cheap (:func:`diffchain._xla.small_chain.small_dynamics`). Batched and
-    # in
-    # derivatives: the two rare conds.
-    a, tau_w, R = one_chain_or(one_chain, lambda _: run(consts, None), None)
+    # R vanishes (exactly, instead of to round-off) where no point is guided, stuck or on a line
+    R = rare_cond(jnp.any(ch.guided | chain.slider_mask), reactions, lambda _: jnp.zeros_like(a), None)
     if impulse is False:  # (the quiet trial: known at trace time)
         return a, tau_w, R
     # the velocity jump: the projection (the solver's seed rule keeps the rods' stretching rates, see

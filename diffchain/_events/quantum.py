@@ -29,14 +29,13 @@ one when it starts with the accelerations that the last quantum's final call fou
 same as last", :class:`EventState`). That one slot is first tried written for the quiet case alone
 (:func:`_quiet_trial`, without the slot's masks, selects and conds), whose result is then the quantum. Where the
 trial crosses something, is rejected or releases a constraint, the quantum is run by the general slots from its start
-instead; the slots run only until the quantum is complete (:func:`diffchain._xla.batching.scan_until`: on one chain a
-``lax.while_loop``, in derivatives a ``lax.scan`` of slots skipped by a cond, under ``vmap`` only on the chains that
-need them, gathered into a small batch when they are few). The slot is traced once per form (the while loop's; the
-scan's, and under ``vmap`` its gathered copy), not once per slot. The other rarely needed parts (the held-joint
+instead; the slots run only until the quantum is complete (:func:`diffchain._xla.batching.scan_until`: a ``lax.scan``
+of slots skipped by a cond once it is; under ``vmap`` only on the chains that need them, gathered into a small batch
+when they are few). The slot is traced once (under ``vmap`` also its gathered copy), not once per slot. The other rarely needed parts (the held-joint
 solver, the event times, the reactions) are skipped under ``vmap`` when no chain needs them
 (:func:`diffchain._xla.batching.rare_cond`). A last forced slot finishes the quantum whatever happened, so every quantum
-advances exactly dt; the report says when the budget ran out. No ``while_loop`` where gradients flow: everything is
-reverse-differentiable, also ``grad`` of a ``vmap``.
+advances exactly dt; the report says when the budget ran out. No ``while_loop``: everything is reverse-differentiable,
+also ``grad`` of a ``vmap``.
 """
 from __future__ import annotations
 
@@ -49,13 +48,12 @@ import jax.numpy as jnp
 from .._simulate.integrators import Integrator, SeedQuantum, VelocityVerlet
 from .._simulate.projection import Projected
 from .._solvers.base import Solver
-from .._xla.batching import _explicit, one_chain_or, rare_cond, scan_until
+from .._xla.batching import rare_cond, scan_until
 from .._model.forces import _speed
 from .detection import _ends_beyond, _quantum, detect, limit_arc, onto_obstacles
 from .features import (angle_rates, contact_points, contact_rates, is_mechanism, length_scale, model_dtype, n_features,
                        weight, wrapped_angles)
 from .state import EventState, Events, StepReport, _cache, _none
-from .._model.geometry import wrap_angle
 from .._model.chain import Chain, Control, State
 from .dynamics import _where, check_event_sizes, constrained_dynamics, default_solver, project_onto_active
 
@@ -83,25 +81,6 @@ def _release_tests(chain: Chain, events: Events, es: EventState, R, tau_w):
     return es.stuck & pull & unlocked[0], es.held & into & unlocked[1]
 
 
-def _limits_crossed_c(events: Events, held, theta, x, x1):
-    """``any(hit_hi | hit_lo)`` of :func:`diffchain._events.detection._ends_beyond` (a free joint ends beyond a limit) written
-    in scalars for one chain of n >= 2 points: the same operations on each joint's angle (continuous, on the branch
-    of ``theta``)."""
-    n = x.shape[0]
-
-    def angles(y):  # wrap(_pad_diff(link_angles(y)))
-        phi = [jnp.arctan2(y[k + 1, 1] - y[k, 1], y[k + 1, 0] - y[k, 0]) for k in range(n - 1)]
-        return [wrap_angle((phi[j] if j < n - 1 else 0.0) - (phi[j - 1] if j > 0 else 0.0)) for j in range(n)]
-
-    out = jnp.zeros((), bool)
-    lo, hi, limited = limit_arc(events)
-    for j, (t0, t1) in enumerate(zip(angles(x), angles(x1))):
-        th0 = theta[j] + wrap_angle(t0 - theta[j])
-        th1 = th0 + wrap_angle(t1 - th0)
-        out = out | (~held[j] & limited[j] & ((th1 > hi[j]) | (th1 < lo[j])))
-    return out
-
-
 def _velocity(integrator, v, a, a1, h):
     """The velocity at the end of an accepted sub-quantum of length h from the accelerations at its start (a) and at
     its end (a1, with the predicted velocity v + h a): the seed's v + h a, or velocity Verlet's v + h (a + a1) / 2.
@@ -126,10 +105,7 @@ def _quiet_trial(chain: Chain, events: Events, es: EventState, a, control: Contr
     h = dt
     x1, v1 = _quantum(x, v, a, h)
     (_, hit), (_, _, hit_hi, hit_lo) = _ends_beyond(chain, events, es, x, x1)
-    # one chain: the angles in scalars, so that the limit test is one kernel (not the (n,) angles' concatenations)
-    scalars = not is_mechanism(chain) and chain.n > 1
-    limit = one_chain_or(lambda _: _limits_crossed_c(events, es.held, es.theta, x, x1) if scalars else
-                         jnp.any(hit_hi | hit_lo), lambda _: jnp.any(hit_hi | hit_lo), None)
+    limit = jnp.any(hit_hi | hit_lo)
     a1, tau_w, R = constrained_dynamics(chain, events, es, x1, v1, es.state.t + h, control, stab, False, solver)
     v1 = _velocity(integrator, v, a, a1, h)
     err = _error_estimate(a1, a, h)
@@ -215,8 +191,6 @@ def _event_quantum(chain: Chain, events: Events, es: EventState, control: Contro
         released = jnp.any(rel_c) | jnp.any(rel_l)
         return dict(es=es_rel, a=es.a, tau_w=es.tau_w, R=es.R, valid=hit & ~released, t=jnp.zeros((), dtype),
                     level=zi, rep=rep0, left=jnp.stack([rel_c, rel_l]), kick=jnp.zeros((), bool))
-
-    carry0 = start(es)
 
     def cut(c, h):
         """Detect the first event of the sub-quantum [t, t + h] (seed §7, §12.1) and build the state at it, with the
@@ -338,16 +312,15 @@ def _event_quantum(chain: Chain, events: Events, es: EventState, control: Contro
     rep1 = eqx.tree_at(lambda r: (r.slots, r.substeps, r.error), report0, (report0.slots + 1, report0.substeps + 1,
                                                                             jnp.maximum(report0.error, err1)))
 
-    def quiet_carry(es):
-        return dict(carry0, es=eqx.tree_at(lambda e: e.state, eqx.tree_at(_cache, es, (None,) * 5),
-                                           State(x1, v1, t0 + dt)),
-                    a=a1, tau_w=tau_w1, R=R1, t=dt, rep=rep1, valid=jnp.ones((), bool),
-                    left=jnp.zeros_like(carry0["left"]))
+    def quiet_carry(es):  # the carry after the quiet trial as the first slot: the quantum is complete
+        return dict(es=eqx.tree_at(lambda e: e.state, es0, State(x1, v1, t0 + dt)), a=a1, tau_w=tau_w1, R=R1,
+                    valid=jnp.ones((), bool), t=dt, level=zi, rep=rep1, left=jnp.zeros((2, n), bool),
+                    kick=jnp.zeros((), bool))
 
     last = jnp.arange(events.slots) == events.slots - 1
     done = lambda c: c["t"] >= dt  # noqa: E731
     rel_c, rel_l = _release_tests(chain, events, es0, es.R, es.tau_w)
-    trial_ok = hit & ~(jnp.any(rel_c) | jnp.any(rel_l)) & quiet  # = carry0["valid"] & quiet
+    trial_ok = hit & ~(jnp.any(rel_c) | jnp.any(rel_l)) & quiet  # = start(es)["valid"] & quiet
     decay = jnp.exp(-1.0 / events.chatter_window)
     u = jax.tree_util.tree_map(lambda p, q: p.astype(q.dtype), control, es.control)
 
@@ -362,18 +335,8 @@ def _event_quantum(chain: Chain, events: Events, es: EventState, control: Contro
         es_ = eqx.tree_at(_cache, es_, (c["a"], c["tau_w"], c["R"], None, c["valid"]), is_leaf=_none)
         return es_, c["rep"]  # (the control is set after the cond)
 
-    # one chain: a cond, so that a quiet quantum neither selects between the two carries nor enters the loop (nor
-    # computes the start's release test, or copies the counters before their decay); the slots are traced once
-    # (their jaxpr serves both forms)
-    run, consts = _explicit(lambda c: scan_until(slot, c, last, done), carry0)
-
-    def one(_):
-        return jax.lax.cond(trial_ok, lambda: finish(quiet_carry(es)), lambda: finish(run(consts, start(es))))
-
-    def general(_):
-        return finish(run(consts, _where(trial_ok, quiet_carry(es), carry0)))
-
-    out, rep = one_chain_or(one, general, None)
+    # a cond: on one chain a quiet quantum skips the start's release test (under vmap it is a select of both)
+    out, rep = finish(scan_until(slot, jax.lax.cond(trial_ok, quiet_carry, start, es), last, done))
     return eqx.tree_at(lambda e: e.control, out, u, is_leaf=_none), rep
 
 

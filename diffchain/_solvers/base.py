@@ -10,7 +10,8 @@ Every solver answers three questions, and an implementation that does not apply 
 * ``solver.system(M, Q, J, gamma, on, nominal_rank)`` -> (q_dd, lambda, :class:`Info`): any constrained system
   ``M q_dd = Q + J^T lambda, J q_dd = gamma`` (seed 001 eq. 8.36; a mechanism in natural coordinates, seed 003).
 
-The implementations: :class:`~diffchain.Recursive` (the O(n) seed-000 recursion: chains only), and the dense
+The implementations: :class:`~diffchain.Recursive` (the O(n) seed-000 recursion: chains only),
+:class:`~diffchain.ShortChain` (its system written out in scalars for one chain of up to 8 point masses) and the dense
 :class:`~diffchain.KKT`, :class:`~diffchain.RangeSpace`, :class:`~diffchain.NullSpace` and :class:`~diffchain.Larin`
 (seeds 001-002: every model; on a chain they solve the chain's own (M, Q, J, gamma) of :func:`chain_system`). Wherever
 two apply they agree to round-off (tests/test_solvers_agree.py).
@@ -53,8 +54,8 @@ def check_solver(solver, who: str, mechanism: bool = False):
     """TypeError naming ``solver`` unless it is a :class:`Solver` instance, and, for a ``mechanism``, one that solves
     general systems."""
     if not isinstance(solver, Solver):
-        raise TypeError(f"{who}: solver must be a solver instance: Recursive(), KKT(), RangeSpace(), NullSpace() or "
-                        f"Larin(), got {describe(solver)}")
+        raise TypeError(f"{who}: solver must be a solver instance: Recursive(), ShortChain(), KKT(), RangeSpace(), "
+                        f"NullSpace() or Larin(), got {describe(solver)}")
     if mechanism and solver.chains_only:
         raise TypeError(f"{who}: {type(solver).__name__}() solves serial chains only (the seed-000 recursion); a "
                         "mechanism needs a dense solver: KKT() (the default), RangeSpace(), NullSpace() or Larin()")

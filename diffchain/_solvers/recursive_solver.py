@@ -1,15 +1,13 @@
 """The seed-000 recursion as a solver object, :class:`Recursive`: Part I (:mod:`diffchain._solvers.recursive`) for a
 chain, Part II (:mod:`diffchain._solvers.recursive_held`) for a chain with held joints, both O(n) and differentiated
-implicitly (:func:`active_dynamics_recursive`); and one held joint by superposition of two Part I solves
-(:func:`one_joint_dynamics`). The recursion applies to serial chains only: a mechanism gets a clear error.
+implicitly (:func:`active_dynamics_recursive`). The recursion applies to serial chains only: a mechanism gets a clear
+error.
 """
 from __future__ import annotations
 
 import dataclasses
 from typing import ClassVar
 
-import equinox as eqx
-import jax
 import jax.numpy as jnp
 
 from .._model.forces import _torque_forces_c
@@ -19,7 +17,7 @@ from .implicit import implicit_solve
 from .._constraints.held import _active_mask, active_terms
 from .base import Solver
 from .recursive import _kkt_matvec, _pad1, kkt_system, point_a0, point_multipliers, recursive_dynamics
-from .recursive_held import _joint_alpha, _part_two_sweeps, _scales, root_torque
+from .recursive_held import _joint_alpha, _part_two_sweeps, _scales
 
 
 def active_dynamics_recursive(chain: Chain, state: State, control: Control, active, alpha_w, theta_bar=None,
@@ -46,42 +44,6 @@ def active_dynamics_recursive(chain: Chain, state: State, control: Control, acti
     op = dataclasses.replace(op, inv_rho=inv_rho, active=active, sigma=sigma, ell=ell)
     ax, ay, yr, _, _, yt = active_solve(op, b + (jnp.where(active, alpha, 0.0),))
     return jnp.stack([ax, ay], -1), -yr, jnp.where(active, -yt, 0.0)
-
-
-def one_joint_dynamics(chain: Chain, state: State, control: Control, active, alpha_w, theta_bar=None, stab=None,
-                       part_one=None):
-    """(a, phi, tau_w) as :func:`active_dynamics_recursive` gives them when ``active`` holds one joint j alone, by
-    superposition of two Part I solves (``part_one``: :func:`diffchain._solvers.recursive.recursive_dynamics` by
-    default).
-
-    The constraint torque tau^w_j acts on the points as a joint torque (seed §4.2), so the accelerations and tensions
-    are affine in it: a = a0 + tau a1, phi = phi0 + tau phi1, with (a0, phi0) Part I's for the given forces and
-    (a1, phi1) its response to a unit torque at joint j alone (no gravity, velocity, PD or guided acceleration
-    terms). Eq. (13) for joint j, alpha^z_j(a) = rhs_j (:func:`active_terms`), gives
-    tau = (rhs_j - alpha^z_j(a0)) / alpha^z_j(a1). alpha^z_j(a1) is joint j's compliance; where it is at round-off
-    level the joint cannot turn (seed §12.2) and tau = 0, the rule of :func:`root_torque`. The two solves run as one
-    batch of two, which costs little more than one Part I call and less than the Part II recursion."""
-    part_one = recursive_dynamics if part_one is None else part_one
-    dtype = state.x.dtype
-    active = _active_mask(chain, active)
-    e = active.astype(dtype)
-    unit = Control(e, jnp.zeros_like(control.F), jnp.zeros_like(control.a_w))
-    stab_unit = None if stab is None else jnp.full_like(jnp.asarray(stab, dtype), jnp.inf)  # 1/stab = 0: no PD terms
-
-    def solve(g, v, u, s):
-        return part_one(eqx.tree_at(lambda c: c.g, chain, g), State(state.x, v, state.t), u, s)
-
-    def pair(p, q):  # the two solves' inputs stacked
-        return jax.tree.map(lambda y, z: jnp.stack([jnp.asarray(y, dtype), jnp.asarray(z, dtype)]), p, q)
-
-    a, phi = jax.vmap(solve)(pair(chain.g, 0.0), pair(state.v, jnp.zeros_like(state.v)), pair(control, unit),
-                             None if stab is None else pair(stab, stab_unit))
-    _, _, _, inv_rho, rx, ry = links_c(state.x[:, 0], state.x[:, 1])
-    alpha = jax.vmap(lambda a: _joint_alpha(rx, ry, inv_rho, a[:, 0], a[:, 1]))(a)
-    at_j = lambda q: jnp.sum(jnp.where(active, q, 0.0))  # noqa: E731
-    rhs = at_j(active_terms(chain, state, alpha_w, theta_bar, stab))
-    tau = root_torque(jnp.any(active), rhs, None, at_j(alpha[1]), at_j(alpha[0]), *_scales(chain))
-    return a[0] + tau * a[1], phi[0] + tau * phi[1], tau * e
 
 
 def _active_swept(op, b):

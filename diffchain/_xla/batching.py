@@ -2,7 +2,7 @@
 
 A ``lax.cond`` skips work on one chain but under ``vmap`` becomes a select that always computes both branches:
 :func:`rare_cond`, :func:`unless_done`, :func:`scan_until` and :func:`any_in_batch` skip a branch that no element
-of the batch takes, and run it on the few that do (:func:`one_chain_or`: a form for one chain outside derivatives).
+of the batch takes, and run it on the few that do: the same results in every context, as a batching rule.
 :func:`batch_form` gives a function its own program under ``vmap`` (the point-major backend, chosen explicitly).
 """
 from __future__ import annotations
@@ -164,7 +164,7 @@ def sparse_size(axis_size):
     return max(8, axis_size // 16)
 
 
-def rare_cond(pred, rare, common, operand, gather=False, one_chain=None):
+def rare_cond(pred, rare, common, operand, gather=False):
     """``lax.cond(pred, rare, common, operand)`` for a branch ``rare`` that few elements of a batch take.
 
     On one chain it is that cond. Under ``vmap``, where the cond would become a select that computes both branches
@@ -176,17 +176,14 @@ def rare_cond(pred, rare, common, operand, gather=False, one_chain=None):
     branches whose rare branch sees its operands through ``stop_gradient`` where it is not taken (what JAX does to a
     cond on a batched predicate, here on the primal values, so that ``grad`` of a ``vmap`` has no ``stop_gradient`` of
     a tangent to transpose: jax-ml/jax#22011), inside a cond on :func:`any_in_batch`: under ``vmap`` the rare branch
-    and its transpose are skipped for the whole batch when no element takes it. ``one_chain(operand)``, if
-    given, replaces the cond on one element outside derivatives (it must give the same, e.g. with a ``lax.while_loop``:
-    :func:`scan_until`)."""
+    and its transpose are skipped for the whole batch when no element takes it."""
     g1, k1 = _explicit(rare, operand)
     g0, k0 = _explicit(common, operand)
-    g2, k2 = _explicit(one_chain, operand) if one_chain is not None else (None, [])
 
-    def plain(pred, k1, k0, k2, x):
+    def plain(pred, k1, k0, x):
         return jax.lax.cond(pred, lambda x: g1(k1, x), lambda x: g0(k0, x), x)
 
-    def derivative(pred, k1, k0, k2, x):  # a select, skipped for the whole batch when no element takes ``rare``
+    def derivative(pred, k1, k0, x):  # a select, skipped for the whole batch when no element takes ``rare``
         outer, inner = any_in_batch(pred)
 
         def select(x):  # the cond written as a select of both branches (on one element ``inner`` is a constant)
@@ -195,11 +192,8 @@ def rare_cond(pred, rare, common, operand, gather=False, one_chain=None):
 
         return jax.lax.cond(outer, select, lambda x: g0(k0, x), x)
 
-    def primal(pred, k1, k0, k2, x):
-        return plain(pred, k1, k0, k2, x) if g2 is None else g2(k2, x)
-
-    def batched(axis_size, in_batched, pred, k1, k0, k2, x):
-        b_pred, b_k1, b_k0, _, b_x = in_batched
+    def batched(axis_size, in_batched, pred, k1, k0, x):
+        b_pred, b_k1, b_k0, b_x = in_batched
         x = jax.tree.map(lambda v, b: v if b else jnp.broadcast_to(v, (axis_size,) + v.shape), x, b_x)
         pred = pred if b_pred else jnp.broadcast_to(pred, (axis_size,))
         axes = lambda bs: [0 if b else None for b in bs]  # noqa: E731
@@ -229,37 +223,11 @@ def rare_cond(pred, rare, common, operand, gather=False, one_chain=None):
             out = jax.lax.switch(branch, [common_all, sparse, dense], x)
         return out, jax.tree.map(lambda _: True, out)
 
-    h = jax.custom_batching.custom_vmap(primal)
+    h = jax.custom_batching.custom_vmap(plain)
     h.def_vmap(batched)
     h = jax.custom_jvp(h)
     h.defjvp(lambda primals, tangents: jax.jvp(derivative, primals, tangents))
-    return h(pred, k1, k0, k2, operand)
-
-
-def one_chain_or(one, general, operand):
-    """``one(operand)`` on one chain outside derivatives; ``general(operand)`` (which must give the same) under
-    ``vmap`` and in every derivative. For a program that is faster on one chain in a form that would be slower
-    batched, or whose derivative would be larger: e.g. a ``lax.cond`` that skips work, where the general form
-    selects. Closed-over values may be batched and differentiated (:func:`_explicit`, as :func:`rare_cond`)."""
-    g1, k1 = _explicit(one, operand)
-    g0, k0 = _explicit(general, operand)
-    return outside_derivatives(lambda k1, k0, x: g1(k1, x), lambda k1, k0, x: g0(k0, x), k1, k0, operand)
-
-
-def outside_derivatives(one, general, *args):
-    """:func:`one_chain_or` for functions of explicit arguments only (pytrees of arrays, no closed-over tracers):
-    ``general`` is traced only where it runs (under ``vmap`` or in a derivative), not also beside ``one``."""
-    h = jax.custom_batching.custom_vmap(one)
-
-    @h.def_vmap
-    def batched(axis_size, in_batched, *a):
-        axes = tuple(jax.tree.map(lambda b: 0 if b else None, b) for b in in_batched)
-        out = jax.vmap(general, in_axes=axes, axis_size=axis_size)(*a)
-        return out, jax.tree.map(lambda _: True, out)
-
-    h = jax.custom_jvp(h)
-    h.defjvp(lambda primals, tangents: jax.jvp(general, primals, tangents))
-    return h(*args)
+    return h(pred, k1, k0, operand)
 
 
 @jax.custom_batching.custom_vmap
@@ -286,23 +254,12 @@ def unless_done(f, done, c):
 
 def scan_until(body, c, xs, done):
     """The carry after ``c = body(c, x)`` for the x of ``xs`` in turn, where the steps after ``done(c)`` leave ``c``
-    as it is (``done`` must stay true once true). One chain: a ``lax.while_loop`` that stops when done. Derivatives: a
-    ``lax.scan`` whose steps are skipped by a cond once done, and recomputed in the reverse pass (``jax.checkpoint``).
-    Under ``vmap``: the steps run only while some element is not done, and only on those when they are few
-    (:func:`rare_cond`)."""
-    n = jax.tree.leaves(xs)[0].shape[0]
+    as it is (``done`` must stay true once true): a ``lax.scan`` whose steps are skipped by a cond once done (and
+    recomputed in the reverse pass, ``jax.checkpoint``). Under ``vmap`` the steps run only while some element is not
+    done, and only on those when they are few (:func:`rare_cond`)."""
 
     @jax.checkpoint  # in reverse mode each step stores its carry, not the many intermediates of an event slot
     def step(c, x):
         return unless_done(lambda c: body(c, x), done(c), c), None
 
-    def loop(c):
-        def go(ic):
-            return (ic[0] < n) & ~done(ic[1])
-
-        def next_step(ic):
-            return ic[0] + 1, body(ic[1], jax.tree.map(lambda v: v[ic[0]], xs))
-
-        return jax.lax.while_loop(go, next_step, (0, c))[1]
-
-    return rare_cond(~done(c), lambda c: jax.lax.scan(step, c, xs)[0], lambda c: c, c, gather=True, one_chain=loop)
+    return rare_cond(~done(c), lambda c: jax.lax.scan(step, c, xs)[0], lambda c: c, c, gather=True)

@@ -1,24 +1,28 @@
-"""The lambda-first solve of one short chain written out in scalars (up to ``SMALL_MAX`` points).
+"""The solver :class:`ShortChain`: the lambda-first solve of one short chain written out in scalars (up to
+``SMALL_MAX`` points), chosen explicitly with ``solver=ShortChain()``.
 
 The same KKT system as the Part II recursion (:mod:`diffchain._solvers.recursive_held`), so the same accelerations,
-torques and tensions to round-off; XLA fuses a short chain's solve into few kernels. The event quantum's solver
-calls use it on one chain outside derivatives (:func:`diffchain._events.dynamics.constrained_dynamics`).
+torques and tensions to round-off; XLA fuses a short chain's solve into few kernels, where the recursion's scans are
+a kernel per step. It pays on a single chain (an event rollout of one chain); batched and in derivatives the
+recursion is as fast or faster and compiles sooner (benchmarks/bench_events.py).
 """
 from __future__ import annotations
 
 import functools
+from typing import ClassVar
 
 import jax.numpy as jnp
 
 from .._constraints.chain import _inv
 from .._model.geometry import link_omega_c, links_c, wrap_angle
 from .._model.chain import Chain, Control, State
+from .._solvers.base import Solver
 from .._solvers.recursive import kkt_system, point_a0
 from .._constraints.held import _active_mask, _per_joint
 from .._solvers.recursive_held import _lock_tolerance, _tolerance
 
 
-def _small_sweeps(m, r, L, e, Fe, P, a0, active, alpha, sigma, ell, joints=True, forces=False):
+def _small_sweeps(m, r, L, e, Fe, P, a0, active, alpha, sigma, ell, joints=True):
     """The outputs of :func:`_part_two_sweeps` in the lambda-first form, written out in scalars for a short chain
     (not in the seed; the same KKT system, so the same accelerations, torques and tensions to round-off).
 
@@ -34,11 +38,10 @@ def _small_sweeps(m, r, L, e, Fe, P, a0, active, alpha, sigma, ell, joints=True,
     compliance is at round-off level is not used at all (the test of :func:`root_torque`). Every value that later
     rows read is a quotient (the pivot rows divided by their pivots), which XLA CPU computes once instead of in each
     consumer (:mod:`diffchain._xla.point_major`). ``joints`` (known at trace time): True, every joint's row (masked by
-    ``active``); False, the rods' rows alone; or a tuple of the joints whose rows are written, the others known not to
-    be held. A joint that is not held has a dropped row (multiplier 0, its entries in the later rows exactly 0), so
-    leaving its row out changes no other multiplier, and saves its pivot."""
+    ``active``); False, the rods' rows alone (no joint held: a joint that is not held has a dropped row, multiplier 0,
+    its entries in the later rows exactly 0, so leaving its row out changes no other multiplier)."""
     n = m.shape[0]
-    joints = tuple(range(n)) if joints is True else tuple(joints or ())
+    joints = tuple(range(n)) if joints else ()
     dt = m.dtype
     tol, tol_lock = _tolerance(dt), _lock_tolerance(dt)
     (rx, ry), (Lx, Ly), (Fx, Fy), (P11, P12, P22), (a0x, a0y) = r, L, Fe, P, a0
@@ -108,7 +111,7 @@ def _small_sweeps(m, r, L, e, Fe, P, a0, active, alpha, sigma, ell, joints=True,
         y[k] = t
     zero = jnp.zeros((), dt)
     phi, tau = [zero] * n, [zero] * n
-    G = [[Fx[i], Fy[i]] for i in range(n)]
+    G = [[Fx[i], Fy[i]] for i in range(n)]  # the forces on each point but the point constraints'
     for q, (kind, idx, col, _) in enumerate(rows):
         if kind == "rod":
             phi[idx] = y[q]
@@ -119,17 +122,15 @@ def _small_sweeps(m, r, L, e, Fe, P, a0, active, alpha, sigma, ell, joints=True,
             G[i][1] = G[i][1] + y[q] * c[1]
     ax = jnp.stack([W[i][0] * G[i][0] + W[i][1] * G[i][1] + a0x[i] for i in range(n)])
     ay = jnp.stack([W[i][1] * G[i][0] + W[i][2] * G[i][1] + a0y[i] for i in range(n)])
-    out = (ax, ay), jnp.stack(tau), jnp.stack(phi)
-    return out + (G,) if forces else out  # forces: also G (the points' forces but the point constraints'), scalars
+    return (ax, ay), jnp.stack(tau), jnp.stack(phi)
 
 
-SMALL_MAX = 8  # single chains of up to this many points take :func:`_small_sweeps` (above, the scans' compile time)
+SMALL_MAX = 8  # the longest chain ShortChain takes (its program grows as n^2: above, the recursion compiles sooner)
 
 
-def _small_active_terms(state: State, active, alpha_w, theta_bar, stab, links, joints):
+def _small_active_terms(state: State, active, alpha_w, theta_bar, stab, links):
     """:func:`active_terms` (masked by ``active``) as a list of scalars, one per joint, so that each joint's term
-    fuses into the rows that read it instead of the (n,) arrays' concatenations (``links``: :func:`links_c`). Only
-    the ``joints`` (a tuple, known at trace time) are computed, the others are 0: a link angle costs a kernel."""
+    fuses into the rows that read it instead of the (n,) arrays' concatenations (``links``: :func:`links_c`)."""
     n = active.shape[0]
     dX, dY, _, inv_rho, rx, ry = links
     U, V = state.v[:, 0], state.v[:, 1]
@@ -138,17 +139,13 @@ def _small_active_terms(state: State, active, alpha_w, theta_bar, stab, links, j
         dU, dV = U[k + 1] - U[k], V[k + 1] - V[k]
         omega.append(link_omega_c(rx[k], ry[k], inv_rho[k], dU, dV))
         kappa.append(-2.0 * omega[k] * (rx[k] * dU + ry[k] * dV) * inv_rho[k])
-        used = k in joints or k + 1 in joints  # link k enters joints k and k + 1
-        phi.append(jnp.arctan2(dY[k], dX[k]) if used and theta_bar is not None and stab is not None else None)
+        phi.append(jnp.arctan2(dY[k], dX[k]) if theta_bar is not None and stab is not None else None)
 
     def diff(f, j):  # f_j - f_{j-1}, f_{-1} = f_{n-1} = 0 (:func:`diffchain._model.geometry._pad_diff`)
         return (f[j] if j < n - 1 else 0.0) - (f[j - 1] if j > 0 else 0.0)
 
     alpha = []
     for j in range(n):
-        if j not in joints:
-            alpha.append(jnp.zeros((), alpha_w.dtype))
-            continue
         target = alpha_w[j]
         if theta_bar is not None and stab is not None:
             w = _inv(stab)
@@ -157,16 +154,12 @@ def _small_active_terms(state: State, active, alpha_w, theta_bar, stab, links, j
     return alpha
 
 
-def small_dynamics(chain: Chain, state: State, control: Control, active=None, alpha_w=None, theta_bar=None, stab=None,
-                   reactions=False, joints=True):
-    """(a, phi, tau_w) of :func:`active_dynamics_recursive` by :func:`_small_sweeps` alone, for one short chain
-    outside derivatives (no implicit derivative rule; point masses only). ``active`` None: no joint is held (the
-    rods' rows alone, the Part I accelerations; tau_w = 0). ``joints``: a tuple of the only joints that ``active``
-    may hold (known at trace time: e.g. one joint held, 3 rows of 5 at n = 3), or True. ``reactions``: also
-    R = m a - G (n, 2), G the forces on each point other than the point constraints' (external, rods, joint
-    torques): the point constraints' force."""
+def small_dynamics(chain: Chain, state: State, control: Control, active=None, alpha_w=None, theta_bar=None, stab=None):
+    """(a, phi, tau_w) of :func:`active_dynamics_recursive` by :func:`_small_sweeps` alone, for one short chain of
+    point masses (differentiated through its scalars: no implicit derivative rule). ``active`` None: no joint is
+    held (the rods' rows alone, the Part I accelerations; tau_w = 0)."""
     n, dt = chain.n, chain.m.dtype
-    joints = (tuple(range(n)) if joints is True else tuple(joints)) if active is not None else ()
+    joints = active is not None
     active = _active_mask(chain, active) if joints else jnp.zeros((n,), bool)
     op, b = kkt_system(chain, state, control, stab)
     m, rx, ry, on, P = op.m, op.rx, op.ry, op.on, op.P
@@ -179,13 +172,38 @@ def small_dynamics(chain: Chain, state: State, control: Control, active=None, al
     ell = functools.reduce(jnp.minimum, [chain.l[k] for k in range(n - 1)])
     if joints:
         theta_bar = None if theta_bar is None else _per_joint(chain, theta_bar, "theta_bar")
-        alpha = _small_active_terms(state, active, _per_joint(chain, alpha_w, "alpha_w"), theta_bar, stab, lk, joints)
+        alpha = _small_active_terms(state, active, _per_joint(chain, alpha_w, "alpha_w"), theta_bar, stab, lk)
     else:
         alpha = [jnp.zeros((), dt)] * n
-    (ax, ay), tau, phi, G = _small_sweeps(m, r, L, -br, (bx, by), P, point_a0(op, b), active, alpha, sigma, ell,
-                                          joints, forces=True)
-    out = jnp.stack([ax, ay], -1), jnp.where(on, phi[:-1], -br), jnp.where(active, tau, 0.0)
-    if reactions:
-        R = jnp.stack([jnp.stack([m[i] * ax[i] - G[i][0], m[i] * ay[i] - G[i][1]]) for i in range(n)])
-        return out + (R,)
-    return out
+    (ax, ay), tau, phi = _small_sweeps(m, r, L, -br, (bx, by), P, point_a0(op, b), active, alpha, sigma, ell, joints)
+    return jnp.stack([ax, ay], -1), jnp.where(on, phi[:-1], -br), jnp.where(active, tau, 0.0)
+
+
+class ShortChain(Solver):
+    """The lambda-first solve written out in scalars (:func:`small_dynamics`) for one chain of 2 to ``SMALL_MAX``
+    point masses, with and without held joints: the accelerations, tensions and holding torques of
+    :class:`~diffchain.Recursive` to round-off, in few kernels. The fastest solver for a single short chain, e.g.
+    ``event_rollout(..., solver=ShortChain())``; batched or differentiated, :class:`~diffchain.Recursive` is as fast
+    and compiles sooner. Chains only (serial topology); a longer chain or rigid links raise."""
+
+    chains_only: ClassVar[bool] = True
+
+    def __call__(self, chain, state, control, stab=None):
+        _check_short(chain)
+        return small_dynamics(chain, state, control, stab=stab)[:2]
+
+    def held(self, chain, state, control, active, alpha_w, theta_bar=None, stab=None):
+        _check_short(chain)
+        return small_dynamics(chain, state, control, active, alpha_w, theta_bar, stab)
+
+    def system(self, M, Q, J, gamma, on, nominal_rank=-1):
+        raise TypeError("ShortChain: the written-out recursion solves short serial chains only; a mechanism (or any "
+                        "system given by its matrices) needs a dense solver: KKT(), RangeSpace(), NullSpace() or "
+                        "Larin()")
+
+
+def _check_short(chain: Chain):
+    if chain.has_links or not 2 <= chain.n <= SMALL_MAX:
+        got = "rigid links" if chain.has_links else f"n = {chain.n} points"
+        raise ValueError(f"ShortChain: solves chains of 2 to SMALL_MAX = {SMALL_MAX} point masses, got a chain with "
+                         f"{got}: use Recursive() (any length, and rigid links without held joints) or KKT()")
