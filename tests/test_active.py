@@ -116,17 +116,16 @@ def test_recursion_equals_kkt(problem, seed, stab, off_manifold):
     assert _rel(np.asarray(phi1)[free_rod], np.asarray(phi2)[free_rod]) <= 10 * tol, desc
 
 
-small = jax.jit(lambda c, s, u, on, al, tb, stab: small_chain.small_dynamics(c, s, u, on, al, tb, stab))
-small_part_one = jax.jit(lambda c, s, u, stab: small_chain.small_dynamics(c, s, u, stab=stab))
+small = jax.jit(lambda c, s, u, on, al, tb, stab: dc.ShortChain().held(c, s, u, on, al, tb, stab))
+small_part_one = jax.jit(lambda c, s, u, stab: dc.ShortChain()(c, s, u, stab) + (jnp.zeros(c.n),))
 
 
 @pytest.mark.slow
 @given(random_problem(sizes=tuple(sorted({2, 3, 4, 6, small_chain.SMALL_MAX}))), st.integers(0, 2**31),
        st.sampled_from([NO_STAB, 0.05]), st.booleans())
 def test_small_form_equals_kkt(problem, seed, stab, off_manifold):
-    """The lambda-first form of short chains (:func:`diffchain._xla.small_chain.small_dynamics`, what one chain's event quanta
-    use up to ``SMALL_MAX`` points) == KKT, with random active sets and with none (the rods'
-    rows alone: the Part I solution), at every size it serves."""
+    """The lambda-first form of short chains (:class:`diffchain.ShortChain`, up to ``SMALL_MAX`` points) == KKT,
+    with random active sets and with none (the rods' rows alone: the Part I solution), at every size it serves."""
     chain, state, control, desc = problem
     rng = np.random.default_rng(seed)
     if off_manifold:
@@ -219,8 +218,8 @@ grad_short_all = _gradient_of(dc.ShortChain().held)
 @given(random_problem(sizes=(2, 3, 5, small_chain.SMALL_MAX)), st.integers(0, 2**31), st.sampled_from([NO_STAB, 0.05]),
        st.booleans())
 def test_short_chain_gradients_equal_kkt_gradients(problem, seed, stab, off_manifold):
-    """:class:`diffchain.ShortChain` differentiated through its written-out scalars == reverse mode through the dense
-    KKT solve (the dropped pivots of redundant rows have no derivative: their multipliers are 0 in both)."""
+    """:class:`diffchain.ShortChain`'s implicit derivatives (one more written-out solve with the cotangent) == reverse
+    mode through the dense KKT solve."""
     check_gradients(problem, seed, stab, off_manifold, grad_short_all)
 
 

@@ -31,9 +31,9 @@ same as last", :class:`EventState`). That one slot is first tried written for th
 trial crosses something, is rejected or releases a constraint, the quantum is run by the general slots from its start
 instead; the slots run only until the quantum is complete (:func:`diffchain._xla.batching.scan_until`: a ``lax.scan``
 of slots skipped by a cond once it is; under ``vmap`` only on the chains that need them, gathered into a small batch
-when they are few). The slot is traced once (under ``vmap`` also its gathered copy), not once per slot. The other rarely needed parts (the held-joint
-solver, the event times, the reactions) are skipped under ``vmap`` when no chain needs them
-(:func:`diffchain._xla.batching.rare_cond`). A last forced slot finishes the quantum whatever happened, so every quantum
+when they are few). The slot is traced once (under ``vmap`` also its gathered copy), not once per slot. The other
+rarely needed parts (the held-joint solver, the event times, the reactions) are skipped under ``vmap`` when no chain
+needs them (:func:`diffchain._xla.batching.rare_cond`). A last forced slot finishes the quantum whatever happened, so every quantum
 advances exactly dt; the report says when the budget ran out. No ``while_loop``: everything is reverse-differentiable,
 also ``grad`` of a ``vmap``.
 """

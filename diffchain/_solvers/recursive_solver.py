@@ -36,14 +36,25 @@ def active_dynamics_recursive(chain: Chain, state: State, control: Control, acti
     if chain.has_links:
         raise NotImplementedError("Recursive: held joints on a chain with rigid links (distributed mass) are not "
                                   "supported by the Part II recursion; use a dense solver such as KKT()")
+    return held_solution(*held_system(chain, state, control, active, alpha_w, theta_bar, stab), active_solve)
+
+
+def held_system(chain: Chain, state: State, control: Control, active, alpha_w, theta_bar=None, stab=None):
+    """The operator with its held-joint fields and the right-hand side (b of :func:`kkt_system` and one row of seed
+    eq. (13) per held joint) of the KKT system of :func:`_active_matvec`."""
     active = _active_mask(chain, active)
     op, b = kkt_system(chain, state, control, stab)
     _, _, _, inv_rho, _, _ = links_c(state.x[:, 0], state.x[:, 1])
     sigma, ell = _scales(chain)
     alpha = active_terms(chain, state, alpha_w, theta_bar, stab)
     op = dataclasses.replace(op, inv_rho=inv_rho, active=active, sigma=sigma, ell=ell)
-    ax, ay, yr, _, _, yt = active_solve(op, b + (jnp.where(active, alpha, 0.0),))
-    return jnp.stack([ax, ay], -1), -yr, jnp.where(active, -yt, 0.0)
+    return op, b + (jnp.where(active, alpha, 0.0),)
+
+
+def held_solution(op, b, solve):
+    """(a, phi, tau_w) from ``solve(op, b)`` = z = (a_x, a_y, y_rod, y1, y2, y_t) (:func:`active_solve`)."""
+    ax, ay, yr, _, _, yt = solve(op, b)
+    return jnp.stack([ax, ay], -1), -yr, jnp.where(op.active, -yt, 0.0)
 
 
 def _active_swept(op, b):

@@ -1,25 +1,23 @@
-"""The solver :class:`ShortChain`: the lambda-first solve of one short chain written out in scalars (up to
-``SMALL_MAX`` points), chosen explicitly with ``solver=ShortChain()``.
+"""The solver :class:`ShortChain`: the recursion's KKT system solved in the lambda-first form written out in scalars,
+for one chain of up to ``SMALL_MAX`` point masses, chosen explicitly with ``solver=ShortChain()``.
 
 The same KKT system as the Part II recursion (:mod:`diffchain._solvers.recursive_held`), so the same accelerations,
-torques and tensions to round-off; XLA fuses a short chain's solve into few kernels, where the recursion's scans are
-a kernel per step. It pays on a single chain (an event rollout of one chain); batched and in derivatives the
-recursion is as fast or faster and compiles sooner (benchmarks/bench_events.py).
+torques and tensions to round-off, and the same implicit derivatives; XLA fuses a short chain's solve into few
+kernels, where the recursion's scans are a few kernels per point. It pays on a single chain, forward and reverse;
+batched it is about as fast as the recursion, whose programs compile sooner (benchmarks/bench_events.py).
 """
 from __future__ import annotations
 
-import functools
 from typing import ClassVar
 
 import jax.numpy as jnp
 
-from .._constraints.chain import _inv
-from .._model.geometry import link_omega_c, links_c, wrap_angle
-from .._model.chain import Chain, Control, State
+from .._model.chain import Chain
 from .._solvers.base import Solver
-from .._solvers.recursive import kkt_system, point_a0
-from .._constraints.held import _active_mask, _per_joint
+from .._solvers.implicit import implicit_solve
+from .._solvers.recursive import _kkt_matvec, kkt_system, point_a0, point_multipliers
 from .._solvers.recursive_held import _lock_tolerance, _tolerance
+from .._solvers.recursive_solver import _active_complete, _active_matvec, held_solution, held_system
 
 
 def _small_sweeps(m, r, L, e, Fe, P, a0, active, alpha, sigma, ell, joints=True):
@@ -44,12 +42,12 @@ def _small_sweeps(m, r, L, e, Fe, P, a0, active, alpha, sigma, ell, joints=True)
     joints = tuple(range(n)) if joints else ()
     dt = m.dtype
     tol, tol_lock = _tolerance(dt), _lock_tolerance(dt)
-    (rx, ry), (Lx, Ly), (Fx, Fy), (P11, P12, P22), (a0x, a0y) = r, L, Fe, P, a0
+    (rx, ry), (Fx, Fy), (P11, P12, P22), (a0x, a0y) = r, Fe, P, a0
     Wm = jnp.stack([P11, P12, P22]) / m  # P_i / m_i: one buffer of quotients
     W = [(Wm[0, i], Wm[1, i], Wm[2, i]) for i in range(n)]
     u = [(W[i][0] * Fx[i] + W[i][1] * Fy[i] + a0x[i], W[i][1] * Fx[i] + W[i][2] * Fy[i] + a0y[i]) for i in range(n)]
     rod = [(rx[k], ry[k]) for k in range(n - 1)]
-    Lk = [(Lx[k], Ly[k]) for k in range(n - 1)]
+    Lk = [(L[0][k], L[1][k]) for k in range(n - 1)] if joints else []
     # the rows: (kind, index, {point: column vector}, right-hand side), in the order of elimination
     rows = []
     for i in reversed(range(n - 1)):
@@ -128,73 +126,47 @@ def _small_sweeps(m, r, L, e, Fe, P, a0, active, alpha, sigma, ell, joints=True)
 SMALL_MAX = 8  # the longest chain ShortChain takes (its program grows as n^2: above, the recursion compiles sooner)
 
 
-def _small_active_terms(state: State, active, alpha_w, theta_bar, stab, links):
-    """:func:`active_terms` (masked by ``active``) as a list of scalars, one per joint, so that each joint's term
-    fuses into the rows that read it instead of the (n,) arrays' concatenations (``links``: :func:`links_c`)."""
-    n = active.shape[0]
-    dX, dY, _, inv_rho, rx, ry = links
-    U, V = state.v[:, 0], state.v[:, 1]
-    omega, kappa, phi = [], [], []
-    for k in range(n - 1):
-        dU, dV = U[k + 1] - U[k], V[k + 1] - V[k]
-        omega.append(link_omega_c(rx[k], ry[k], inv_rho[k], dU, dV))
-        kappa.append(-2.0 * omega[k] * (rx[k] * dU + ry[k] * dV) * inv_rho[k])
-        phi.append(jnp.arctan2(dY[k], dX[k]) if theta_bar is not None and stab is not None else None)
-
-    def diff(f, j):  # f_j - f_{j-1}, f_{-1} = f_{n-1} = 0 (:func:`diffchain._model.geometry._pad_diff`)
-        return (f[j] if j < n - 1 else 0.0) - (f[j - 1] if j > 0 else 0.0)
-
-    alpha = []
-    for j in range(n):
-        target = alpha_w[j]
-        if theta_bar is not None and stab is not None:
-            w = _inv(stab)
-            target = target - wrap_angle(diff(phi, j) - theta_bar[j]) * w**2 - 2.0 * diff(omega, j) * w
-        alpha.append(jnp.where(active[j], target - diff(kappa, j), 0.0))
-    return alpha
-
-
-def small_dynamics(chain: Chain, state: State, control: Control, active=None, alpha_w=None, theta_bar=None, stab=None):
-    """(a, phi, tau_w) of :func:`active_dynamics_recursive` by :func:`_small_sweeps` alone, for one short chain of
-    point masses (differentiated through its scalars: no implicit derivative rule). ``active`` None: no joint is
-    held (the rods' rows alone, the Part I accelerations; tau_w = 0)."""
-    n, dt = chain.n, chain.m.dtype
-    joints = active is not None
-    active = _active_mask(chain, active) if joints else jnp.zeros((n,), bool)
-    op, b = kkt_system(chain, state, control, stab)
-    m, rx, ry, on, P = op.m, op.rx, op.ry, op.on, op.P
+def _short_swept(op, b, joints):
+    """The part of K^-1 b that the recursion's sweeps give (:func:`diffchain._solvers.recursive._kkt_swept`; with
+    ``joints``, :func:`diffchain._solvers.recursive_solver._active_swept`), by :func:`_small_sweeps`."""
+    n = op.m.shape[0]
     bx, by, br = b[:3]
-    lk = links_c(state.x[:, 0], state.x[:, 1])
-    inv_rho = lk[3]
-    r, L = (rx, ry), (-ry * inv_rho, rx * inv_rho)  # per rod: _small_sweeps reads no terminal rod
-    inv_m = [1.0 / chain.m[i] for i in range(n)]  # scalars, so that the scales fuse into their consumers
-    sigma = functools.reduce(jnp.maximum, inv_m)
-    ell = functools.reduce(jnp.minimum, [chain.l[k] for k in range(n - 1)])
     if joints:
-        theta_bar = None if theta_bar is None else _per_joint(chain, theta_bar, "theta_bar")
-        alpha = _small_active_terms(state, active, _per_joint(chain, alpha_w, "alpha_w"), theta_bar, stab, lk)
+        L, active, alpha = (-op.ry * op.inv_rho, op.rx * op.inv_rho), op.active, [b[5][j] for j in range(n)]
     else:
-        alpha = [jnp.zeros((), dt)] * n
-    (ax, ay), tau, phi = _small_sweeps(m, r, L, -br, (bx, by), P, point_a0(op, b), active, alpha, sigma, ell, joints)
-    return jnp.stack([ax, ay], -1), jnp.where(on, phi[:-1], -br), jnp.where(active, tau, 0.0)
+        L, active, alpha = None, None, None
+    (ax, ay), tau, phi = _small_sweeps(op.m, (op.rx, op.ry), L, -br, (bx, by), op.P, point_a0(op, b), active, alpha,
+                                       op.sigma, op.ell, joints)
+    z = ax, ay, jnp.where(op.on, -phi[:-1], br)
+    return z + (jnp.where(active, -tau, b[5]),) if joints else z
+
+
+short_solve = implicit_solve(lambda op, b: _short_swept(op, b, False),
+                             lambda op, b, z: z + point_multipliers(op, b, *z), _kkt_matvec)
+short_solve.__doc__ = ":func:`diffchain._solvers.recursive.kkt_solve` by :func:`_small_sweeps`."
+short_held_solve = implicit_solve(lambda op, b: _short_swept(op, b, True), _active_complete, _active_matvec)
+short_held_solve.__doc__ = ":func:`diffchain._solvers.recursive_solver.active_solve` by :func:`_small_sweeps`."
 
 
 class ShortChain(Solver):
-    """The lambda-first solve written out in scalars (:func:`small_dynamics`) for one chain of 2 to ``SMALL_MAX``
-    point masses, with and without held joints: the accelerations, tensions and holding torques of
-    :class:`~diffchain.Recursive` to round-off, in few kernels. The fastest solver for a single short chain, e.g.
-    ``event_rollout(..., solver=ShortChain())``; batched or differentiated, :class:`~diffchain.Recursive` is as fast
-    and compiles sooner. Chains only (serial topology); a longer chain or rigid links raise."""
+    """The recursion's KKT system solved by :func:`_small_sweeps`, written out in scalars, for one chain of 2 to
+    ``SMALL_MAX`` point masses, with and without held joints: the accelerations, tensions and holding torques of
+    :class:`~diffchain.Recursive` to round-off, in few kernels, with the same implicit derivatives
+    (:func:`diffchain._solvers.implicit.implicit_solve`). The fastest solver for a single short chain, e.g.
+    ``event_rollout(..., solver=ShortChain())``, forward and reverse; batched it is about as fast as
+    :class:`~diffchain.Recursive`, whose programs compile sooner. Chains only (serial topology); a longer chain or
+    rigid links raise."""
 
     chains_only: ClassVar[bool] = True
 
     def __call__(self, chain, state, control, stab=None):
         _check_short(chain)
-        return small_dynamics(chain, state, control, stab=stab)[:2]
+        ax, ay, yr, _, _ = short_solve(*kkt_system(chain, state, control, stab))
+        return jnp.stack([ax, ay], -1), -yr
 
     def held(self, chain, state, control, active, alpha_w, theta_bar=None, stab=None):
         _check_short(chain)
-        return small_dynamics(chain, state, control, active, alpha_w, theta_bar, stab)
+        return held_solution(*held_system(chain, state, control, active, alpha_w, theta_bar, stab), short_held_solve)
 
     def system(self, M, Q, J, gamma, on, nominal_rank=-1):
         raise TypeError("ShortChain: the written-out recursion solves short serial chains only; a mechanism (or any "
