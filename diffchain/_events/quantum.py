@@ -33,9 +33,9 @@ instead; the slots run only until the quantum is complete (:func:`diffchain._xla
 of slots skipped by a cond once it is; under ``vmap`` only on the chains that need them, gathered into a small batch
 when they are few). The slot is traced once (under ``vmap`` also its gathered copy), not once per slot. The other
 rarely needed parts (the held-joint solver, the event times, the reactions) are skipped under ``vmap`` when no chain
-needs them (:func:`diffchain._xla.batching.rare_cond`). A last forced slot finishes the quantum whatever happened, so every quantum
-advances exactly dt; the report says when the budget ran out. No ``while_loop``: everything is reverse-differentiable,
-also ``grad`` of a ``vmap``.
+needs them (:func:`diffchain._xla.batching.rare_cond`). A last forced slot finishes the quantum whatever happened, so
+every quantum advances exactly dt; the report says when the budget ran out. No ``while_loop``: everything is
+reverse-differentiable, also ``grad`` of a ``vmap``.
 """
 from __future__ import annotations
 
@@ -312,7 +312,7 @@ def _event_quantum(chain: Chain, events: Events, es: EventState, control: Contro
     rep1 = eqx.tree_at(lambda r: (r.slots, r.substeps, r.error), report0, (report0.slots + 1, report0.substeps + 1,
                                                                             jnp.maximum(report0.error, err1)))
 
-    def quiet_carry(es):  # the carry after the quiet trial as the first slot: the quantum is complete
+    def quiet_carry(_):  # the carry after the quiet trial as the first slot: the quantum is complete
         return dict(es=eqx.tree_at(lambda e: e.state, es0, State(x1, v1, t0 + dt)), a=a1, tau_w=tau_w1, R=R1,
                     valid=jnp.ones((), bool), t=dt, level=zi, rep=rep1, left=jnp.zeros((2, n), bool),
                     kick=jnp.zeros((), bool))

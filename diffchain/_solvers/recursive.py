@@ -323,7 +323,12 @@ def point_multipliers(op, b, ax, ay, yr, fx=0.0, fy=0.0, Ma=None):
     return y1, y2
 
 
-kkt_solve = implicit_solve(_kkt_swept, lambda op, b, z: z + point_multipliers(op, b, *z), _kkt_matvec)
+def _kkt_complete(op, b, swept):
+    """The whole K^-1 b from the swept part: the point multipliers from the residual of Newton's law."""
+    return swept + point_multipliers(op, b, *swept)
+
+
+kkt_solve = implicit_solve(_kkt_swept, _kkt_complete, _kkt_matvec)
 kkt_solve.__doc__ = (
     "z = (a_x, a_y, y_rod, y1, y2) = K(op)^-1 b for the KKT operator of :func:`_kkt_matvec`, by the recursion "
     "(:func:`abcd_sweeps_c`) with implicit derivatives (:func:`implicit_solve`).")

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 from .._model.chain import Chain
 from .._solvers.base import Solver
 from .._solvers.implicit import implicit_solve
-from .._solvers.recursive import _kkt_matvec, kkt_system, point_a0, point_multipliers
+from .._solvers.recursive import _kkt_complete, _kkt_matvec, kkt_system, point_a0
 from .._solvers.recursive_held import _lock_tolerance, _tolerance
 from .._solvers.recursive_solver import _active_complete, _active_matvec, held_solution, held_system
 
@@ -141,8 +141,7 @@ def _short_swept(op, b, joints):
     return z + (jnp.where(active, -tau, b[5]),) if joints else z
 
 
-short_solve = implicit_solve(lambda op, b: _short_swept(op, b, False),
-                             lambda op, b, z: z + point_multipliers(op, b, *z), _kkt_matvec)
+short_solve = implicit_solve(lambda op, b: _short_swept(op, b, False), _kkt_complete, _kkt_matvec)
 short_solve.__doc__ = ":func:`diffchain._solvers.recursive.kkt_solve` by :func:`_small_sweeps`."
 short_held_solve = implicit_solve(lambda op, b: _short_swept(op, b, True), _active_complete, _active_matvec)
 short_held_solve.__doc__ = ":func:`diffchain._solvers.recursive_solver.active_solve` by :func:`_small_sweeps`."
