@@ -8,8 +8,8 @@ import diffchain as dc
 jax.config.update("jax_enable_x64", True)
 # The suite runs with the XLA CPU flags the library recommends (dc.set_xla_cpu_flags; before JAX's first computation):
 # the same programs compile in about 55 % of the time. DIFFCHAIN_TEST_DEFAULT_XLA_FLAGS=1 runs it with JAX's default
-# flags, as a process that does not opt in has them (tests/test_gradients.py and tests/test_import.py always run a
-# subprocess with them).
+# flags, as a process that does not opt in has them (tests/simulate/test_gradients.py and tests/package/test_import.py
+# always run a subprocess with them).
 if not os.environ.get("DIFFCHAIN_TEST_DEFAULT_XLA_FLAGS"):
     dc.set_xla_cpu_flags()
 

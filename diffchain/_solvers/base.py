@@ -14,7 +14,7 @@ The implementations: :class:`~diffchain.Recursive` (the O(n) seed-000 recursion:
 :class:`~diffchain.ShortChain` (its system written out in scalars for one chain of up to 8 point masses) and the dense
 :class:`~diffchain.KKT`, :class:`~diffchain.RangeSpace`, :class:`~diffchain.NullSpace` and :class:`~diffchain.Larin`
 (seeds 001-002: every model; on a chain they solve the chain's own (M, Q, J, gamma) of :func:`chain_system`). Wherever
-two apply they agree to round-off (tests/test_solvers_agree.py).
+two apply they agree to round-off (tests/solvers/test_solvers_agree.py).
 """
 from __future__ import annotations
 

@@ -24,8 +24,8 @@ G_i = F^e_i + d_{i-1} psi_{i-1} - d_i psi_i, and rod k's row reads (<k, j>_i = d
 A rod between two guided points has a zero row, so a vanishing pivot: its tension is 0, as the seed's recursion
 gives it. Without sliders P_i / m_i = beta_i I, beta_i = 1/m_i free and 0 guided.
 
-The results are the recursion's to round-off (tests/test_lean.py), except near a singular pose (a stretched or folded
-run between two guided points), where any two exact solvers drift apart and this one, whose Thomas algorithm does not
+The results are the recursion's to round-off (tests/xla/test_lean.py), except near a singular pose (a stretched or
+folded run between two guided points), where any two exact solvers drift apart and this one, whose Thomas algorithm does not
 pivot, drifts further than the KKT form. The slider terms, and damping and drag, are compiled in only where a chain
 has them (a ``lax.switch`` on the chains' values, :func:`lean_kind`: the choice is made at run time, for the whole
 batch).
@@ -37,7 +37,7 @@ transposed system is the same tridiagonal one, S being symmetric, so the adjoint
 solve with the forward's factors --, the local terms' adjoint written by hand on point-major arrays, a policy's by
 its own ``jax.vjp`` at each step, and the steps run backward block by block from recomputed states; it computes only
 the cotangents that reverse mode asks for. Otherwise reverse mode is the array form's, ``vmap``-ed. Both give the
-same gradients to round-off (tests/test_lean.py).
+same gradients to round-off (tests/xla/test_lean.py).
 """
 from __future__ import annotations
 

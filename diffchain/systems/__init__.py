@@ -7,7 +7,7 @@ Every object has
 * a closed form ``<object>_closed_form(q, qd, u, ...) -> qdd``: the seed's equations written out literally
   (B(q) qdd + c + h = tau solved for qdd), plain ``jax.numpy`` (works on numpy inputs).
 ``Benchmark.qdd(q, qd, u)`` runs the chain's forward dynamics and returns qdd in the seed's coordinates, so the two
-can be compared (tests/test_systems.py: they agree to ~1e-13 where the printed equations are right).
+can be compared (tests/systems/test_systems.py: they agree to ~1e-13 where the printed equations are right).
 
 Coordinates. diffchain's joint angles are theta_1 = absolute link angle counter-clockwise from +x, theta_i relative.
 * §13.2–13.3 use exactly these (theta_1 from the horizontal, h_1 ~ g cos theta_1).
@@ -15,7 +15,7 @@ Coordinates. diffchain's joint angles are theta_1 = absolute link angle counter-
 * §14 (cart objects) measure *absolute* link angles psi_k clockwise from the upright (the centre of mass of link k
   is at x + ... + l_k sin psi_k): phi_k = pi/2 - psi_k. A generalized force Q_psi_k is a couple -Q_psi_k (counter-
   clockwise) on link k; the cart force is a point force on point 1.
-Corrections found by the tests (details in tests/test_systems.py and the closed forms' ``printed`` flags):
+Corrections found by the tests (details in tests/systems/test_systems.py and the closed forms' ``printed`` flags):
 * §14.1: the seed prints +mu_p thetadot/(m_p l) in thetadd; dissipative pole friction needs -mu_p thetadot/(m_p l).
 * §14.3: A_10 = I_1 + m_2 l_1^2 + ... must be I_1 + m_1 l_1^2 + (m_2 + m_3) L_1^2; Coulomb terms sign(x), sign(theta_i)
   must be signs of velocities (as printed they do work on the system instead of dissipating it).

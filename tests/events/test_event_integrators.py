@@ -140,7 +140,7 @@ def test_closed_chain_lands_on_a_floor_and_stops_at_a_limit(name):
 def test_closed_chain_derivative_matches_central_differences():
     """The four-bar with its floor and stop (events armed, none reached in 0.2 s), the default integrator: the
     derivative of a final-state loss with respect to a crank torque (forward mode: one input; reverse mode through
-    events is tests/test_event_gradients.py's) equals central differences."""
+    events is tests/events/test_event_gradients.py's) equals central differences."""
     chain, state, events, _, _ = scenario("four-bar")
     steps = 200
 

@@ -41,7 +41,7 @@ SNAPSHOT = textwrap.dedent("""
 
 def _run(env):
     out = subprocess.run([sys.executable, "-c", SNAPSHOT], capture_output=True, text=True, timeout=300, env=env,
-                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+                         cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 

@@ -146,7 +146,7 @@ mujoco = pytest.importorskip("mujoco") if os.environ.get("DIFFCHAIN_NO_MUJOCO") 
 @pytest.mark.skipif(mujoco is None, reason="MuJoCo not installed")
 def test_pendulum_against_mujoco():
     """n-link point-mass pendulum: joint accelerations equal MuJoCo's (benchmarks/peers.py builds the MJCF)."""
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
     import peers
 
     rng = np.random.default_rng(2)

@@ -278,7 +278,7 @@ def test_first_same_as_last_cache_changes_nothing(drop):
     instead of a refresh (EventState.fresh). Forcing the refresh every quantum must give the same events and the same
     trajectory, with a control that stays constant for stretches (cache hits) and jumps (misses). With the seed's
     quantum: with velocity Verlet the cache is part of the scheme (its last call is at the predicted velocity, the
-    refresh's at the corrected one), checked against its reference in tests/test_event_integrators.py."""
+    refresh's at the corrected one), checked against its reference in tests/events/test_event_integrators.py."""
     chain, events, state, _, _ = drop
     tau = jnp.zeros((1500, chain.n)).at[:, 2].set(jnp.repeat(jnp.array([0.0, 2.0, -1.5, 0.5, 0.0]), 300))
 

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 SCRIPTS = ("throw_to_target.py", "swingup_optax.py", "train_policy.py", "batched_rollout.py", "fourbar_stop.py")  # each tested below
 NOTEBOOKS = ("quickstart.ipynb",)

@@ -128,7 +128,8 @@ def test_nonfinite_control_of_a_policy_is_named_before_anything_else():
 @pytest.mark.full_opt  # (bit for bit: compiled as users' code, tests/conftest.py)
 def test_good_runs_report_ok_and_check_false_changes_nothing():
     """The default integrator keeps the rods to round-off: no alarm; check=True and check=False give the same bits,
-    also with the batched PointMajor backend (tests/test_validation compares gradients with and without the checks)."""
+    also with the batched PointMajor backend (tests/package/test_validation.py compares gradients with and without the
+    checks)."""
     small = dc.pendulum(3)
     s0 = dc.from_joint_angles(small, jnp.array([0.3, 0.9, -0.7]))
     roll = lambda check: jax.jit(lambda s: dc.rollout(small, s, None, 1e-3, n_steps=400, check=check))  # noqa: E731

@@ -81,7 +81,7 @@ def test_inertial_links_against_mujoco():
     """A pendulum of rigid links with offset centres of mass and point masses: joint accelerations equal MuJoCo's
     (each MuJoCo body carries its link and its tip point combined by the parallel-axis theorem)."""
     pytest.importorskip("mujoco")
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
     import peers
 
     rng = np.random.default_rng(7)

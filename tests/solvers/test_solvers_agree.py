@@ -178,8 +178,8 @@ def test_every_solver_agrees_with_kkt_on_chains(name, n, seed, links):
     """Every solver equals dense KKT on a chain, with guided points and sliders (Part I) and with held joints on a
     free chain (Part II): accelerations to 1e-10, tensions and held torques to 1e-9 relative. The dense solvers solve
     the chain's own (M, Q, J, gamma) with rank decisions; KKT solves it directly. The recursion's Part II takes point
-    masses only and says so for rigid links (tests/test_active.py); the written-out form takes short chains of point
-    masses only and says so."""
+    masses only and says so for rigid links (tests/solvers/test_active.py); the written-out form takes short chains
+    of point masses only and says so."""
     solver = SOLVERS[name]
     chain, state, control, desc = make_problem(n, seed, "random", kinds=True, links=links)
     if links and name == "ShortChain":

@@ -23,7 +23,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10: pytest depends on tomli there
     import tomli as tomllib
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 # The modules that draw (matplotlib: the `viz` extra); `import diffchain` imports none of them.
 DRAWING = {"viz.py", "_events/demo.py", "__main__.py"}
 # distribution name -> the top-level module it provides. A dependency missing here fails the tests below with a
@@ -100,7 +100,7 @@ def test_extras_cover_what_tests_and_examples_import():
     project = _project()
     extras = project["optional-dependencies"]
     runtime = _modules(project["dependencies"], extras)
-    tests = sorted((ROOT / "tests").glob("*.py"))
+    tests = sorted((ROOT / "tests").rglob("*.py"))
     local = [p.stem for p in tests + sorted((ROOT / "benchmarks").glob("*.py"))]  # tests import benchmarks/peers.py
     assert _imports(tests, local) - runtime - _modules(extras["test"], extras) == set()
     assert {"matplotlib", "build", "setuptools"} <= _modules(extras["test"], extras)  # the packaging test builds
@@ -166,7 +166,7 @@ def test_sdist_and_wheel_hold_what_they_should_and_the_sdist_tests_pass_installe
         in_sdist = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
     want = {"LICENSE", "README.md", "pyproject.toml", "mkdocs.yml", "tests/conftest.py", "tests/strategies.py",
             "benchmarks/peers.py", "examples/quickstart.ipynb"}
-    for pattern in ("tests/*.py", "docs/*.png", "docs/**/*.md", "examples/*.py", "examples/*.ipynb",
+    for pattern in ("tests/**/*.py", "docs/*.png", "docs/**/*.md", "examples/*.py", "examples/*.ipynb",
                     "benchmarks/*.py", "benchmarks/results/*.md", "diffchain/**/*.py"):
         want |= {p.relative_to(ROOT).as_posix() for p in ROOT.glob(pattern)}
     assert any(n.startswith("docs/") for n in want)
@@ -200,9 +200,10 @@ def test_sdist_and_wheel_hold_what_they_should_and_the_sdist_tests_pass_installe
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     report = tmp_path / "report.xml"
     run = _run([python, "-c", code, "-n", "0", "-p", "no:cacheprovider", f"--junitxml={report}",
-                tests / "test_model.py", "-k", "not host_callbacks and not dalpha_dtau",
-                f"{tests / 'test_links.py'}::test_compound_pendulum",
-                f"{tests / 'test_readme.py'}::test_public_api_is_what_the_readme_uses"], cwd=workdir, env=env)
+                tests / "model" / "test_model.py", "-k", "not host_callbacks and not dalpha_dtau",
+                f"{tests / 'solvers' / 'test_links.py'}::test_compound_pendulum",
+                f"{tests / 'package' / 'test_readme.py'}::test_public_api_is_what_the_readme_uses"],
+               cwd=workdir, env=env)
     installed = pathlib.Path(re.search(r"DIFFCHAIN_FILE=(.*)", run.stdout).group(1).strip())
     assert installed.is_relative_to(venv) and installed.name == "__init__.py"
     counts = ElementTree.parse(report).getroot().find("testsuite").attrib
