@@ -31,8 +31,8 @@ PROGRAMS = ("rollout", "rollout_grad", "rollout_batch", "event_rollout", "event_
             "event_grad_short", "mechanism_rollout")
 
 
-def build(name):
-    """(f, args) of one README program."""
+def build(name, check=True):
+    """(f, args) of one README program (``check``: the rollout's run-time checks)."""
     import jax
     import jax.numpy as jnp
 
@@ -41,7 +41,8 @@ def build(name):
     arm = dc.pendulum(3, mass=[1.0, 0.8, 0.5], length=[1.0, 0.8, 0.6], k_omega=0.05)
     state = dc.from_joint_angles(arm, theta=jnp.array([-1.2, 0.4, 0.3]), theta_dot=jnp.zeros(3))
     if name == "rollout":
-        return lambda tau: dc.rollout(arm, state, dc.Control(tau=tau), 2e-3)[0].x, (jnp.zeros((500, 4)),)
+        return (lambda tau: dc.rollout(arm, state, dc.Control(tau=tau), 2e-3, check=check)[0].x,
+                (jnp.zeros((500, 4)),))
     if name == "rollout_grad":
         tip = lambda tau: dc.rollout(arm, state, dc.Control(tau=tau), 2e-3)[0].x[-1, 1]  # noqa: E731
         return jax.grad(tip), (jnp.zeros((500, 4)),)
@@ -93,14 +94,7 @@ def measure(name, flags, cache_dir=None, check=True):
         jax.config.update("jax_compilation_cache_dir", cache_dir)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    if check is False:  # the rollout without its run-time checks (no host callbacks)
-        import jax.numpy as jnp
-        arm = dc.pendulum(3, mass=[1.0, 0.8, 0.5], length=[1.0, 0.8, 0.6], k_omega=0.05)
-        state = dc.from_joint_angles(arm, theta=jnp.array([-1.2, 0.4, 0.3]), theta_dot=jnp.zeros(3))
-        f, args = (lambda tau: dc.rollout(arm, state, dc.Control(tau=tau), 2e-3, check=False)[0].x,
-                   (jnp.zeros((500, 4)),))
-    else:
-        f, args = build(name)
+    f, args = build(name, check)
     t0 = time.perf_counter()
     traced = jax.jit(f).trace(*args)
     t1 = time.perf_counter()
