@@ -1,5 +1,6 @@
 """diffchain: differentiable dynamics of planar kinematic chains in JAX."""
 from ._xla.flags import set_xla_cpu_flags, xla_cpu_flags
+from ._model.model import Model
 from ._model.chain import Chain, Control, State, cart_chain, free_chain, pendulum
 from ._model.geometry import (from_joint_angles, joint_accelerations, joint_angles, joint_velocities, link_angles)
 from ._model.forces import energy
@@ -19,7 +20,7 @@ from ._model.builder import MechanismBuilder
 from ._solvers.mechanism import constraint_terms, lagrange_terms, mechanism_dynamics, reactions
 from ._analysis.kinematics import (accelerations as acceleration_analysis, assemble, kinematic_analysis,
                          velocities as velocity_analysis)
-from ._simulate.mechanism import (actuator_forces, loop_closure_dynamics, loop_closure_terms,
+from ._analysis.inverse import (actuator_forces, loop_closure_dynamics, loop_closure_terms,
                                   mechanism_inverse_dynamics)
 from ._solvers.closed_chain import closed_chain_dynamics
 from ._events.state import EventState, Events, StepReport, check_event_state
@@ -28,8 +29,8 @@ from ._events.rollout import event_rollout
 from ._analysis.diagnosis import Report, diagnose
 
 __all__ = [
-    # the chain, its state and inputs
-    "Chain", "Control", "State", "cart_chain", "free_chain", "pendulum", "from_joint_angles", "joint_accelerations",
+    # the models (a chain, a mechanism), their state and inputs
+    "Model", "Chain", "Control", "State", "cart_chain", "free_chain", "pendulum", "from_joint_angles", "joint_accelerations",
     "joint_angles", "joint_velocities", "link_angles", "energy",
     # forward dynamics: one solver interface, every solver on every model it applies to (seeds 000-004)
     "Solver", "Recursive", "ShortChain", "KKT", "RangeSpace", "NullSpace", "Larin", "forward_dynamics",

@@ -31,7 +31,7 @@ One measure for every model, taken on the states a rollout returns (never inside
 The rollouts (:func:`diffchain.rollout` of a chain or a mechanism, :func:`diffchain.event_rollout`) with
 their default ``check=True`` raise a ``ValueError`` when their final state is not finite (a run that diverged: NaN and
 inf persist) or off its constraints, naming its time, the errors and the tolerances (one ``lax.cond`` per call,
-:func:`diffchain._model.chain.runtime_checks`; readable under ``jax.jit``, the batch element named under ``vmap``);
+:func:`diffchain._model.checks.runtime_checks`; readable under ``jax.jit``, the batch element named under ``vmap``);
 :func:`diffchain.step` checks its new state. :func:`diagnose` finds the first bad step of a trajectory, without
 raising. ``check=False`` leaves the check out.
 """
@@ -43,6 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._model.chain import Chain, State
+from .._model.model import PATH, check_model
 
 UNROLL_MAX = 64  # chains of up to this many points are checked rod by rod (fast on XLA CPU), longer ones at once
 RATE_FACTOR = 100.0  # the rate level's tolerance is this many times the position level's (module docstring)
@@ -148,7 +149,6 @@ class _Measures(eqx.Module):
 def _split(model, trajectory):
     """(kind, states, step reports or None) of a rollout's trajectory: 'chain', 'mechanism' or 'events'."""
     from .._events.state import EventState, StepReport
-    from .._model.mechanism import Mechanism
 
     reports = None
     if isinstance(trajectory, tuple) and len(trajectory) == 2 and isinstance(trajectory[0], EventState):
@@ -162,12 +162,10 @@ def _split(model, trajectory):
         raise TypeError("diagnose: trajectory must be the states a rollout returns (a State with a leading time axis), "
                         "or event_rollout's (EventStates, StepReports); got "
                         f"{type(trajectory).__name__}")
-    if isinstance(model, Mechanism):
+    check_model(model, "diagnose")
+    if model.topology != PATH:
         return "mechanism", trajectory, reports
-    if isinstance(model, Chain):
-        return ("events" if reports is not None else "chain"), trajectory, reports
-    raise TypeError(f"diagnose: model must be a diffchain.Chain or a Mechanism (as given to rollout or event_rollout), "
-                    f"got {type(model).__name__}")
+    return ("events" if reports is not None else "chain"), trajectory, reports
 
 
 def _chain_errors(chain: Chain, x, v):
@@ -310,7 +308,7 @@ def diagnose(model, trajectory, *, rtol=None, singular_tol=None) -> Report:
 
 
 def run_checks(who: str, model, trajectory, remedy: str) -> list:
-    """The checks of a result for :func:`diffchain._model.chain.runtime_checks`: raise, naming its time, when the state of
+    """The checks of a result for :func:`diffchain._model.checks.runtime_checks`: raise, naming its time, when the state of
     ``trajectory`` (one entry: :func:`diffchain.step`'s new state, or a rollout's final state, :func:`check_run`) is
     not finite or off the constraints. Only scalars enter them."""
     m = _measures(model, trajectory)
@@ -321,8 +319,9 @@ def run_checks(who: str, model, trajectory, remedy: str) -> list:
     nonfinite_first = (kn >= 0) & ((kv < 0) | (kn < kv))
     violation_first = (kv >= 0) & ~nonfinite_first
     hint = HINT.format(remedy=remedy)
-    what = "loop-closure Phi(q, t)" if isinstance(model, _mechanism_type()) else "rod-length / slider-line"
-    rate = "Phi_q q_dot + Phi_t" if isinstance(model, _mechanism_type()) else "stretch rate"
+    path = model.topology == PATH
+    what = "rod-length / slider-line" if path else "loop-closure Phi(q, t)"
+    rate = "stretch rate" if path else "Phi_q q_dot + Phi_t"
     k = jnp.maximum(kv, 0)
     if who == "step":  # one new state
         nonfinite = "the new state is not finite (t = {1:.6g})"
@@ -338,18 +337,13 @@ def run_checks(who: str, model, trajectory, remedy: str) -> list:
          jnp.stack([k.astype(m.times.dtype), m.times[k], m.pos[k], m.pos_tol[k], m.vel[k], m.vel_tol[k]]))]
 
 
-def _mechanism_type():
-    from .._model.mechanism import Mechanism
-    return Mechanism
-
-
 def check_run(who: str, model, final, trajectory, remedy: str):
     """``(final, trajectory)`` of a rollout after :func:`run_checks` of its final state: not finite (a run that
     diverged: NaN and inf persist) or off the constraints. The final state alone, so that a caller who keeps only the
     final states pays O(n), and the trajectory need not be written (checking every step made a batched point-major
     rollout 2.4-3.5x slower); :func:`diagnose` finds the first bad step. One ``lax.cond`` whose only operand is a
     scalar 1.0, by which the final positions are then multiplied (exactly: the same bits, the same derivatives)."""
-    from .._model.chain import runtime_checks
+    from .._model.checks import runtime_checks
 
     one_step = jax.tree_util.tree_map(lambda a: jnp.asarray(a)[None], final)  # (an EventState: its chain's state)
     checks = run_checks(who, model, one_step, remedy)

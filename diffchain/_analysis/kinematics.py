@@ -18,7 +18,8 @@ import jax.numpy as jnp
 from .._solvers.dense import saddle_point_solve
 from .._solvers.mechanism import constraint_terms
 from .._solvers.rank import rank_info
-from .._model.chain import State, runtime_checks
+from .._model.chain import State
+from .._model.checks import runtime_checks
 
 ASSEMBLED, UNREACHABLE, INCONSISTENT_DRIVERS = 0, 1, 2
 KIN_STATUS = {ASSEMBLED: "assembled", UNREACHABLE: "no configuration satisfies the constraints near the guess "

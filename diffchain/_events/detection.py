@@ -14,8 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from .._xla.batching import rare_cond
-from .._model.geometry import _pad_diff, link_angles, wrap_angle
-from .features import angle_rates, contact_points, contact_rates, free_contacts, is_mechanism, wrapped_angles
+from .._model.model import GENERAL
 
 if TYPE_CHECKING:
     from .state import Events, EventState
@@ -57,22 +56,6 @@ def first_crossing(g0, g1, g2, g_end, h, exact, where=True):
     return jnp.where(where, jnp.clip(jnp.where(g0 > 0, s, 0.0), 0.0, h), h)
 
 
-def _angles(x, theta_ref=None):
-    """Joint angles of all n joints (theta_n = -phi_{n-1}), (..., n), of x (..., n, 2): wrapped to (-pi, pi], or on
-    the branch within pi of ``theta_ref`` (a joint's continuous angle, carried from quantum to quantum)."""
-    if x.shape[-2] > 1:
-        if x.ndim == 2:
-            theta = wrap_angle(_pad_diff(link_angles(x)))
-        else:  # leading axes (an EventState built from a batch of states)
-            d = x[..., 1:, :] - x[..., :-1, :]
-            phi = jnp.arctan2(d[..., 1], d[..., 0])
-            z = jnp.zeros(phi.shape[:-1] + (1,), x.dtype)
-            theta = wrap_angle(jnp.concatenate([phi, z], -1) - jnp.concatenate([z, phi], -1))
-    else:
-        theta = jnp.zeros(x.shape[:-1], x.dtype)
-    return theta if theta_ref is None else theta_ref + wrap_angle(theta - theta_ref)
-
-
 def limit_arc(events: Events):
     """The allowed range [lo, hi] (n,) of each joint's continuous angle and which joints are limited (seed §12.1).
 
@@ -103,11 +86,11 @@ def _ends_beyond(model, events: Events, es: EventState, x, x1):
     limit: the end slacks z^T (x1 - z0) (F, K) and hit (F, K); the joint angles at both ends and hit_hi, hit_lo (F,).
     The angles are the continuous ones (on the branch of ``es.theta``), compared with :func:`limit_arc`, so that no
     wrapping can carry a joint past a limit unseen. (Points and angles: the model's features,
-    :mod:`diffchain._events.features`.)"""
-    free = free_contacts(model, events, es.stuck)
-    g_end = _slack(events.z, events.z0, contact_points(model, x1))
-    th0 = wrapped_angles(model, x, es.theta)
-    th1 = wrapped_angles(model, x1, th0)
+    :class:`diffchain.Model`.)"""
+    free = model.free_contacts(events.contact, es.stuck)
+    g_end = _slack(events.z, events.z0, model.contact_points(x1))
+    th0 = model.feature_angles(x, es.theta)
+    th1 = model.feature_angles(x1, th0)
     lo, hi, limited = limit_arc(events)
     free_l = ~es.held & limited
     return (g_end, free[:, None] & (g_end < 0)), (th0, th1, free_l & (th1 > hi), free_l & (th1 < lo))
@@ -118,10 +101,10 @@ def onto_obstacles(model, events: Events, stuck, x):
     x_i - z_k min(0, z_k^T (x_i - z0_k)), line by line; and whether any point moved. Used where a quantum ends
     without detecting its last sub-quantum's crossings (its budget used up). (A mechanism's points move with its
     coordinates: :func:`diffchain._events.mechanism.onto_obstacles`.)"""
-    if is_mechanism(model):
+    if model.topology == GENERAL:
         from .mechanism import onto_obstacles as mechanism_onto
         return mechanism_onto(model, events, stuck, x)
-    free = free_contacts(model, events, stuck)
+    free = model.free_contacts(events.contact, stuck)
     moved = jnp.zeros((), bool)
     for k in range(events.z.shape[0]):
         g = _slack(events.z[k:k + 1], events.z0[k:k + 1], x)[:, 0]
@@ -145,12 +128,12 @@ def detect(model, events: Events, es: EventState, x, v, a, h):
     hit_c = jnp.any(hit, 1)
 
     def times(_):
-        g0 = _slack(z, z0, contact_points(model, x))
-        g1, g2 = _slack(z, 0.0 * z0, contact_rates(model, v)), _slack(z, 0.0 * z0, contact_rates(model, a))
+        g0 = _slack(z, z0, model.contact_points(x))
+        g1, g2 = _slack(z, 0.0 * z0, model.contact_rates(v)), _slack(z, 0.0 * z0, model.contact_rates(a))
         s = first_crossing(g0, g1, g2, g_end, h, True, hit)
         k = jnp.argmin(s, axis=1) if z.shape[0] else jnp.zeros((n,), int)
         s_c = jnp.where(hit_c, jnp.take_along_axis(s, k[:, None], 1)[:, 0], h) if z.shape[0] else jnp.full((n,), h)
-        om, al = angle_rates(model, x, v, a)
+        om, al = model.angle_rates(x, v, a)
         s_hi = first_crossing(hi - th0, -om, -al, hi - th1, h, False, hit_hi)
         s_lo = first_crossing(th0 - lo, om, al, th1 - lo, h, False, hit_lo)
         return s_c, k, s_hi, s_lo

@@ -10,10 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from .._constraints.held import joint_rows
-from .._solvers.base import Solver, check_solver
-from .._solvers.dense import KKT
-from .._solvers.mechanism import check_mechanism_state, check_motor_torques
-from .features import is_mechanism
+from .._solvers.base import Solver
 from .._solvers.recursive_solver import Recursive
 from .._xla.batching import rare_cond
 from .._model.forces import external_forces, torque_forces
@@ -21,23 +18,8 @@ from .detection import limit_arc
 from .state import EventState, Events
 from .._model.geometry import _pad_diff, joint_velocities, links, wrap_angle
 from .._model.inertia import mass_matrix
-from .._model.chain import Chain, Control, State, check_sizes
-
-
-def default_solver(model, solver, who="event_step"):
-    """``solver``, or the model's default: the recursion for a chain, dense KKT for a mechanism."""
-    if solver is None:
-        return KKT() if is_mechanism(model) else Recursive()
-    return check_solver(solver, who, is_mechanism(model))
-
-
-def check_event_sizes(model, es: EventState, control: Control, who: str):
-    """ValueError at trace time unless the state and the control fit the model (a chain's points; a mechanism's
-    coordinate points and one torque per motor)."""
-    if not is_mechanism(model):
-        return check_sizes(model, es.state, control, who)
-    check_mechanism_state(model, es.state, who)
-    check_motor_torques(model, control, who)
+from .._model.chain import Chain, Control, State
+from .._model.model import GENERAL
 
 
 def _where(c, x, y):
@@ -131,7 +113,7 @@ def project_onto_active(chain: Chain, events: Events, es: EventState, iterations
     dx = -M^-1 J^T (J M^-1 J^T)^-1 Phi(x) on the rods' lengths, the stuck points' pins, the guided points' positions
     (held where they are), the sliders' lines and the held joints' limits, then the velocities projected onto the
     tangent space there (:func:`impulse_projection`, which never raises the kinetic energy)."""
-    if is_mechanism(chain):
+    if chain.topology == GENERAL:
         from .mechanism import project_onto_active as mechanism_projection
         return mechanism_projection(chain, events, es, iterations)
     n, x, v = chain.n, es.state.x, es.state.v
@@ -165,7 +147,7 @@ def constrained_dynamics(chain: Chain, events: Events, es: EventState, x, v, t, 
     R = M a - F^e - (rod forces) - (constraint torque forces) is the force of the point constraints on each point
     (the multipliers of their KKT rows); for a stuck point, the ground reaction.
     """
-    if is_mechanism(chain):
+    if chain.topology == GENERAL:
         from .mechanism import constrained_dynamics as mechanism_dynamics
         return mechanism_dynamics(chain, events, es, x, v, t, control, stab, impulse, solver)
     stuck, held = es.stuck, es.held

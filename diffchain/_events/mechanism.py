@@ -14,33 +14,32 @@ import jax
 import jax.numpy as jnp
 
 from .._model.chain import Control, State
-from .._model.mechanism import Mechanism
+from .._model.mechanism import Mechanism, pad
 from .._solvers.mechanism import mechanism_terms
 from .._xla.batching import rare_cond
 from .detection import _slack, limit_arc
 from .dynamics import _mass_metric_step
-from .features import _pad, angle_rates, contact_points, contact_rates, free_contacts, n_features, wrapped_angles
 from .state import EventState, Events
 
 
 def _limit_jacobian(mech: Mechanism, q):
     """G (F, 2N): the stops' d theta / dq (padding: 0)."""
-    return jax.jacfwd(lambda q_: _pad(mech.limit_angles(q_), n_features(mech)))(q)
+    return jax.jacfwd(lambda q_: pad(mech.limit_angles(q_), mech.n_features))(q)
 
 
 def _contact_jacobian(mech: Mechanism):
     """W_i (F, 2, 2N): the contact points' rows of W (padding: 0)."""
     P = mech.W.shape[0] // 2
-    return _pad(mech.W.reshape(P, 2, -1), n_features(mech))
+    return pad(mech.W.reshape(P, 2, -1), mech.n_features)
 
 
 def _event_rows(mech: Mechanism, events: Events, es: EventState, x):
     """The rows (J_e (3F, 2N), on (3F,)) of the event constraints: two per contact point (on where stuck), one per
     stop (on where held), and the stops' angles theta (F,) and limits (F,) on their continuous branch."""
-    F = n_features(mech)
+    F = mech.n_features
     G = _limit_jacobian(mech, x.reshape(-1))
     lo, hi, _ = limit_arc(events)
-    theta = wrapped_angles(mech, x, es.theta)
+    theta = mech.feature_angles(x, es.theta)
     limit = jnp.where(es.held, jnp.where(es.side > 0, hi, lo), theta)  # (finite: a free stop's row is off)
     rows = jnp.concatenate([_contact_jacobian(mech).reshape(2 * F, -1), G])
     return rows, jnp.concatenate([jnp.repeat(es.stuck, 2), es.held]), theta, limit
@@ -52,12 +51,12 @@ def constrained_dynamics(mech: Mechanism, events: Events, es: EventState, x, v, 
     solver's ``system`` on the mechanism's rows (Baumgarte with time constant ``stab``) and the event rows (module
     docstring). With ``impulse`` (a traced bool) the returned a is the velocity jump instead
     (:func:`impulse_projection`)."""
-    F = n_features(mech)
+    F = mech.n_features
     w = 1.0 / stab
     M, Q, J, gamma, on = mechanism_terms(mech, State(x, v, t), control.tau, None, stab)
     rows, on_e, theta, limit = _event_rows(mech, events, es, x)
-    a_c = -(contact_points(mech, x) - es.pin) * w**2 - 2.0 * contact_rates(mech, v) * w
-    omega, vHv = angle_rates(mech, x, v, jnp.zeros_like(v))  # (alpha with q_dd = 0: q_d^T H q_d)
+    a_c = -(mech.contact_points(x) - es.pin) * w**2 - 2.0 * mech.contact_rates(v) * w
+    omega, vHv = mech.angle_rates(x, v, jnp.zeros_like(v))  # (alpha with q_dd = 0: q_d^T H q_d)
     a_l = -vHv - (theta - limit) * w**2 - 2.0 * omega * w
     gamma_e = jnp.where(on_e, jnp.concatenate([a_c.reshape(-1), a_l]), 0.0)
     qdd, lam, _ = solver.system(M, Q, jnp.concatenate([J, jnp.where(on_e[:, None], rows, 0.0)]),
@@ -79,9 +78,9 @@ def _active(mech: Mechanism, events: Events, es: EventState, x, t, positions=Fal
     q = x.reshape(-1)
     J = jax.jacfwd(mech.phi)(q, t)
     rows, on_e, theta, limit = _event_rows(mech, events, es, x)
-    gap = contact_points(mech, x) - es.pin
+    gap = mech.contact_points(x) - es.pin
     if positions:
-        F = n_features(mech)
+        F = mech.n_features
         Wc = _contact_jacobian(mech)
         rows = rows.at[:2 * F].set(jnp.stack([jnp.einsum("fd,fdn->fn", es.normal, Wc), jnp.zeros_like(Wc[:, 0])], 1
                                              ).reshape(2 * F, -1))
@@ -119,14 +118,14 @@ def onto_obstacles(mech: Mechanism, events: Events, stuck, x):
     """x (N, 2) moved, smallest in the mass metric, so that every free contact point below an obstacle line is on it
     and every other constraint keeps its value (to first order), line by line; and whether any point moved. (A
     chain's points move alone: :func:`diffchain._events.detection.onto_obstacles`.)"""
-    F, q = n_features(mech), x.reshape(-1)
+    F, q = mech.n_features, x.reshape(-1)
     J = jax.jacfwd(mech.phi)(q, 0.0) * mech.on[:, None]
     Wc = _contact_jacobian(mech)
-    free = free_contacts(mech, events, stuck)
+    free = mech.free_contacts(events.contact, stuck)
     keep = jnp.concatenate([J, jnp.where(jnp.repeat(stuck, 2)[:, None], Wc.reshape(2 * F, -1), 0.0)])
     moved = jnp.zeros((), bool)
     for k in range(events.z.shape[0]):
-        g = _slack(events.z[k:k + 1], events.z0[k:k + 1], contact_points(mech, x))[:, 0]
+        g = _slack(events.z[k:k + 1], events.z0[k:k + 1], mech.contact_points(x))[:, 0]
         below = free & (g < 0)
         rows = jnp.concatenate([keep, jnp.where(below[:, None], jnp.einsum("d,fdn->fn", events.z[k], Wc), 0.0)])
         norm = jnp.sqrt(jnp.sum(rows * rows, -1))

@@ -47,15 +47,14 @@ import jax.numpy as jnp
 
 from .._simulate.integrators import Integrator, SeedQuantum, VelocityVerlet
 from .._simulate.projection import Projected
-from .._solvers.base import Solver
+from .._solvers.base import Solver, check_solver
 from .._xla.batching import rare_cond, scan_until
 from .._model.forces import _speed
 from .detection import _ends_beyond, _quantum, detect, limit_arc, onto_obstacles
-from .features import (angle_rates, contact_points, contact_rates, is_mechanism, length_scale, model_dtype, n_features,
-                       weight, wrapped_angles)
+from .._model.model import GENERAL
 from .state import EventState, Events, StepReport, _cache, _none
 from .._model.chain import Chain, Control, State
-from .dynamics import _where, check_event_sizes, constrained_dynamics, default_solver, project_onto_active
+from .dynamics import _where, constrained_dynamics, project_onto_active
 
 
 def _error_estimate(a1, a, h):
@@ -74,9 +73,9 @@ def _release_tests(chain: Chain, events: Events, es: EventState, R, tau_w):
     "Pull" means beyond round-off: 1e-9 of the chain's weight (times its longest rod for torques), so that a
     reaction that is zero up to round-off (e.g. right after an impact driven by inertia alone) holds the same way
     whichever solver computed it."""
-    tol = 1e-9 * weight(chain)
+    tol = 1e-9 * chain.weight()
     pull = jnp.sum(es.normal * R, -1) < -tol
-    into = es.side * tau_w > tol * length_scale(chain)
+    into = es.side * tau_w > tol * chain.length_scale()
     unlocked = es.chatter < events.chatter_count
     return es.stuck & pull & unlocked[0], es.held & into & unlocked[1]
 
@@ -152,13 +151,13 @@ def _event_quantum(chain: Chain, events: Events, es: EventState, control: Contro
     """:func:`event_step` from ``es``."""
     projected = integrator if isinstance(integrator, Projected) else None
     integrator = integrator.base if projected else integrator
-    n, dtype = n_features(chain), model_dtype(chain)
+    n, dtype = chain.n_features, chain.dtype
     if events.n != n:
         raise ValueError(f"event_step: the Events are for {events.n} features, the mechanism has {n} (its points and "
-                         "stops): build them with dc.Events(mechanism, ...)" if is_mechanism(chain) else
+                         "stops): build them with dc.Events(mechanism, ...)" if chain.topology == GENERAL else
                          f"event_step: the Events are for n = {events.n} points, the chain has n = {n}")
-    check_event_sizes(chain, es, control, "event_step")
-    solver = default_solver(chain, solver)
+    chain.check_inputs(es.state, control, "event_step")
+    solver = check_solver(solver, "event_step", chain)
     dt = jnp.asarray(dt, dtype)
     stab = jnp.inf if integrator.stab_factor is None else integrator.stab_factor * dt  # inf: no correction
     t0 = es.state.t
@@ -205,7 +204,7 @@ def _event_quantum(chain: Chain, events: Events, es: EventState, control: Contro
         new_c = ~kick & hit_c & (s_c <= s_e + tol)
         new_l = ~kick & hit_l & (s_l <= s_e + tol)
         xe, ve = x + s_e * v + 0.5 * s_e**2 * a, v + s_e * a
-        pe = contact_points(chain, xe)
+        pe = chain.contact_points(xe)
         zk, z0k = events.z[k] if events.z.shape[0] else jnp.zeros_like(pe), events.z0[k] if events.z.shape[0] else pe
         proj = pe - zk * jnp.sum(zk * (pe - z0k), -1, keepdims=True)  # the pin: the contact point on the line
         # a constraint hit again in the quantum that released it is the seed's scuffing loop: lock it at once
@@ -273,20 +272,20 @@ def _event_quantum(chain: Chain, events: Events, es: EventState, control: Contro
         # the constraint still holds (within 1e-6 of the longest rod / 1e-6 rad): the impulse would push them in.
         left = c["left"]
         refresh = ~c["valid"] & ~event & ~last
-        p = contact_points(chain, x)
+        p = chain.contact_points(x)
         gap = jnp.sum(es_new.normal * (p - es_new.pin), -1)  # of a contact point from its line
 
         # ("heads back": its normal velocity or angular velocity changes sign within one quantum)
         def heads_back(_):
-            back_c = left[0] & ~es_new.stuck & (jnp.sum(es_new.normal * contact_rates(chain, v + dt * a_s), -1) < 0)
-            omega, alpha = angle_rates(chain, x, v, a_s)
+            back_c = left[0] & ~es_new.stuck & (jnp.sum(es_new.normal * chain.contact_rates(v + dt * a_s), -1) < 0)
+            omega, alpha = chain.angle_rates(x, v, a_s)
             omega_next = omega + dt * alpha
             back_l = left[1] & ~es_new.held & (es_new.side * omega_next > 0)
             lo, hi, _ = limit_arc(events)
             limit = jnp.where(es_new.side > 0, hi, lo)
             undo = jnp.any(back_c) | jnp.any(back_l)
-            on_c = (left[0] | rel_c) & ~es_new.stuck & (gap <= 1e-6 * length_scale(chain))
-            on_l = (left[1] | rel_l) & ~es_new.held & (es_new.side * (wrapped_angles(chain, x, es_new.theta) - limit)
+            on_c = (left[0] | rel_c) & ~es_new.stuck & (gap <= 1e-6 * chain.length_scale())
+            on_l = (left[1] | rel_l) & ~es_new.held & (es_new.side * (chain.feature_angles(x, es_new.theta) - limit)
                                                         >= -1e-6)
             return jnp.stack([back_c | (undo & on_c), back_l | (undo & on_l)])
 
@@ -328,7 +327,7 @@ def _event_quantum(chain: Chain, events: Events, es: EventState, control: Contro
         # slots keep those of the start, within pi of every angle of the quantum)
         es_ = c["es"]
         es_ = eqx.tree_at(lambda e: (e.chatter, e.theta), es_, (es_.chatter * decay,
-                                                                  wrapped_angles(chain, es_.state.x, es_.theta)))
+                                                                  chain.feature_angles(es_.state.x, es_.theta)))
         if projected:  # onto every constraint switched on: rods, sliders, pinned and stuck points, held joints (the
             # cache stays: the projection moves the state by its drift only)
             es_ = eqx.tree_at(lambda e: e.state, es_, project_onto_active(chain, events, es_, projected.iterations))

@@ -8,12 +8,11 @@ import jax
 import jax.numpy as jnp
 
 from .._simulate.integrators import Integrator, VelocityVerlet
-from .._solvers.base import Solver
-from .dynamics import default_solver
-from .._solvers.mechanism import check_mechanism_state, check_motor_torques
-from .features import is_mechanism, model_dtype
+from .._solvers.base import Solver, check_solver
+from .._model.model import check_model
 from .state import EventState, Events, check_event_state
-from .._model.chain import Control, check_sizes, runtime_checks
+from .._model.chain import Control
+from .._model.checks import runtime_checks
 from .._analysis.diagnosis import check_run
 from .quantum import _event_quantum, check_event_integrator
 
@@ -40,18 +39,13 @@ def event_rollout(model, events: Events, es: EventState, controls, dt, *, n_step
     from .._simulate.rollout import check_controls, describe, _scan_rollout, check_n_steps, control_checks, dt_checks
 
     who = "event_rollout"
-    solver = default_solver(chain, solver, who)
+    solver = check_solver(solver, who, check_model(chain, who))
     check_event_integrator(integrator, who)
     if not isinstance(es, EventState):
         raise TypeError(f"{who}: es must be a diffchain.EventState (e.g. dc.EventState(state)), got {describe(es)}")
     n_steps = check_n_steps(n_steps, who)
-    if is_mechanism(chain):
-        check_mechanism_state(chain, es.state, who)
-        if isinstance(controls, Control):
-            check_motor_torques(chain, controls, who, steps=True)
-    else:
-        check_sizes(chain, es.state, controls, who)
     controls = check_controls(chain, controls, n_steps, who)
+    chain.check_inputs(es.state, controls, who, steps=True)
     pending = dt_checks(dt, who, check)
     pending += control_checks(controls, who, check) if isinstance(controls, Control) else []
     if pending:
@@ -67,7 +61,7 @@ def event_rollout(model, events: Events, es: EventState, controls, dt, *, n_step
         carry, rep = _event_quantum(chain, events, carry, u, dt, solver, integrator)
         return carry, (carry, rep)
 
-    dt = jnp.asarray(dt, model_dtype(chain))
+    dt = jnp.asarray(dt, chain.dtype)
     final, traj = _scan_rollout(chain, body, es, controls, n_steps, checkpoint, lambda c: c.state)
     if check:  # the run itself: finite and on its rods and sliders (diffchain._analysis.diagnosis): its final state
         final, traj = check_run(who, chain, final, traj, "a smaller dt, or a lower Events threshold")

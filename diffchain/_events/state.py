@@ -8,9 +8,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .detection import _angles, _slack, limit_arc
-from .features import contact_points, free_contacts, is_mechanism, length_scale, n_features, wrapped_angles
-from .._model.chain import Chain, Control, State, _concrete, _require, runtime_checks
+from .detection import _slack, limit_arc
+from .._model.geometry import wrapped_joint_angles
+from .._model.model import GENERAL, Model
+from .._model.chain import Chain, Control, State
+from .._model.checks import _concrete, _require, runtime_checks
 from .._model.geometry import wrap_angle
 
 
@@ -50,14 +52,16 @@ class Events(eqx.Module):
                  threshold=1.0, max_depth=3, slots=8, chatter_count=3, chatter_window=20, dtype=float):
         """``ground=y`` is the horizontal line {y = ground} with normal +y; ``lines=(z0, z)`` any set of lines.
 
-        ``n``: a chain's number of points, or a :class:`Mechanism`. For a mechanism ``contact`` names the points
-        that can touch the obstacles (default: every moving point), the angle limits are its stops
-        (:meth:`MechanismBuilder.limit`), and the masks have one entry per feature
-        (:func:`diffchain._events.features.n_features`)."""
+        ``n``: a chain's number of points, or the model (a chain or a :class:`Mechanism`). For a mechanism
+        ``contact`` names the points that can touch the obstacles (default: every moving point), the angle limits are
+        its stops (:meth:`MechanismBuilder.limit`), and the masks have one entry per feature
+        (:attr:`diffchain.Model.n_features`)."""
         dt = jnp.result_type(dtype)
         stops = None
-        if is_mechanism(n):
+        if isinstance(n, Model) and n.topology == GENERAL:
             n, contact, *stops = _mechanism_features(n, contact, theta_min, theta_max, dt)
+        elif isinstance(n, Model):
+            n = n.n_features
         z0, z = [], []
         if ground is not None:
             z0.append(jnp.asarray([[0.0, ground]], dt))
@@ -107,7 +111,7 @@ def _mechanism_features(mech, contact, theta_min, theta_max, dt):
     if theta_min is not None or theta_max is not None:
         raise ValueError("Events: a mechanism's angle limits are its stops, set by MechanismBuilder.limit(name, "
                          "body_a, body_b, lo, hi); got theta_min/theta_max")
-    F, names = n_features(mech), mech.point_names
+    F, names = mech.n_features, mech.point_names
     if contact is None:  # every moving point
         mask = np.any(np.asarray(mech.W).reshape(len(names), -1) != 0, -1)
     elif all(isinstance(c, str) for c in contact):
@@ -157,19 +161,18 @@ class EventState(eqx.Module):
 
     def __init__(self, state: State, stuck=None, pin=None, normal=None, held=None, side=None, chatter=None,
                  theta=None, *, model=None):
-        """``model``: the :class:`Mechanism` whose state this is (its masks have one entry per feature,
-        :func:`diffchain._events.features.n_features`); a chain's state needs none."""
+        """``model``: the model whose state this is (its masks have one entry per feature,
+        :attr:`diffchain.Model.n_features`); a chain's state needs none (its features are its points and joints)."""
         dt, lead = state.x.dtype, state.x.shape[:-2]
-        mech = model if is_mechanism(model) else None
-        n = n_features(mech) if mech else state.x.shape[-2]
-
-        def features(x):  # the contact points and the wrapped angles of x (any leading axes)
-            f = lambda y: (contact_points(mech, y), wrapped_angles(mech, y)) if mech else (y, _angles(y))  # noqa: E731
-            for _ in lead if mech else ():
+        if model is None:  # a chain's: its points and joint angles, any leading axes
+            n, points, angles = state.x.shape[-2], state.x, wrapped_joint_angles(state.x)
+            control = Control(tau=jnp.zeros(lead + (n,), dt))
+        else:
+            n, f = model.n_features, lambda y: (model.contact_points(y), model.feature_angles(y))  # noqa: E731
+            for _ in lead:
                 f = jax.vmap(f)
-            return f(x)
-
-        points, angles = features(state.x)
+            points, angles = f(state.x)
+            control = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, lead + a.shape), model.zero_control(dt))
         self.state = state
         self.stuck = jnp.zeros(lead + (n,), bool) if stuck is None else jnp.asarray(stuck, bool)
         self.pin = points if pin is None else jnp.asarray(pin, dt)
@@ -180,7 +183,7 @@ class EventState(eqx.Module):
         self.theta = angles if theta is None else jnp.asarray(theta, dt)
         self.a, self.R = jnp.zeros_like(state.x), jnp.zeros(lead + (n, 2), dt)
         self.tau_w = jnp.zeros(lead + (n,), dt)
-        self.control = Control(tau=jnp.zeros(lead + ((mech.motor_idx.shape[0],) if mech else (n,)), dt))
+        self.control = control
         self.fresh = jnp.zeros(lead, bool)
 
     @property
@@ -232,30 +235,30 @@ def check_event_state(chain: Chain, events: Events, es: EventState, tol: float =
     longest rod / in radians; its continuous angle, on the branch of ``es.theta``, against
     :func:`diffchain._events.detection.limit_arc`). Works under ``jit``; returns ``es``."""
     from .._simulate.rollout import check_state
-    from .._solvers.mechanism import check_mechanism_state
 
-    model, F = chain, n_features(chain)
+    model, F = chain, chain.n_features
+    general = model.topology == GENERAL
     if events.n != F:
         raise ValueError(f"Events are for {events.n} features, the mechanism has {F} (its points and stops): build "
-                         "them with dc.Events(mechanism, ...)" if is_mechanism(model) else
+                         "them with dc.Events(mechanism, ...)" if general else
                          f"Events are for n = {events.n} points, the chain has n = {F}")
     if es.stuck.shape[-1] != F:
         raise ValueError(f"EventState: its masks have {es.stuck.shape[-1]} entries, the model has {F} features: build "
                          "it with dc.EventState(state, model=mechanism) for a mechanism")
-    if is_mechanism(model):
-        check_mechanism_state(model, es.state, "check_event_state")
+    if general:
+        model.check_inputs(es.state, None, "check_event_state")
         closure = jnp.max(jnp.abs(model.phi(es.state.x.reshape(-1), es.state.t)), initial=0.0)
-        (x,) = runtime_checks((es.state.x,), [(closure > tol * length_scale(model), f"check_event_state: the state "
+        (x,) = runtime_checks((es.state.x,), [(closure > tol * model.length_scale(), f"check_event_state: the state "
                               f"must satisfy the mechanism's constraints Phi(q, t) = 0 (to {tol:g} of its longest "
                               f"body), got |Phi| = {{0:.3g}}", closure)])
         state = State(x, es.state.v, es.state.t)
     else:
         state = check_state(chain, es.state, tol)
-    scale = length_scale(model)
-    free = free_contacts(model, events, es.stuck)
-    depth = _slack(events.z, events.z0, contact_points(model, state.x))
+    scale = model.length_scale()
+    free = model.free_contacts(events.contact, es.stuck)
+    depth = _slack(events.z, events.z0, model.contact_points(state.x))
     below = jnp.any(free[:, None] & (depth < -tol * scale))
-    theta = es.theta + wrap_angle(wrapped_angles(model, state.x) - es.theta)
+    theta = es.theta + wrap_angle(model.feature_angles(state.x) - es.theta)
     lo, hi, limited = limit_arc(events)
     out = ~es.held & limited & ((theta > hi + tol) | (theta < lo - tol))
     deepest = -jnp.min(jnp.where(free[:, None], depth, jnp.inf), initial=jnp.inf)

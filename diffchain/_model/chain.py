@@ -7,120 +7,19 @@ constraints on and off with them, never by changing shapes. (Differentiate with 
 """
 from __future__ import annotations
 
-import functools
-import re
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import equinox as eqx
-from equinox.internal import unvmap_any
 from jaxtyping import Array, Bool, Float
+
+from .checks import _require, _show, describe, runtime_checks
+from .model import PATH, Model
 
 G = 9.81  # seed 000 §4.1
 
 
-def _concrete(x):
-    """``x`` as a numpy array when its value is known now, ``None`` while it is being traced."""
-    if isinstance(x, jax.core.Tracer):
-        return None
-    return np.asarray(x)
-
-
-def _require(ok: bool, message: str):
-    if not ok:
-        raise ValueError(message)
-
-
-def _raise_in_generator(message):
-    """Raise ValueError(message) from a generator's frame: a finished generator has no caller frame, so the traceback
-    that JAX writes into a ``JaxRuntimeError`` when a host callback raises under ``jit`` is one line long and the
-    message comes right after it, instead of after every frame of the caller's stack."""
-    raise ValueError(message)
-    yield  # (makes this a generator)
-
-
-def _fail(messages, xs, bads, gots):
-    """Host side of :func:`runtime_checks` (only ever called on bad input): raise the first failed check."""
-    for message, bad, got in zip(messages, bads, gots):
-        bad, got = np.asarray(bad), np.asarray(got)
-        if not bad.any():
-            continue
-        if bad.ndim:  # under vmap: name the first bad element of the batch
-            idx = tuple(int(i) for i in np.argwhere(bad)[0])
-            got = got[tuple(min(i, s - 1) for i, s in zip(idx, got.shape))]
-            message = f"{message} (batch element {idx[0] if len(idx) == 1 else idx})"
-        next(_raise_in_generator(_text(message, got)))
-    return xs
-
-
-def _text(message, got):
-    """``message`` with the value ``got``: in place of "{got}" if it has one; in place of the fields "{0}", "{1:.3g}",
-    ... (``str.format``) by the entries of ``got`` if it has those; else appended as ", got ..."."""
-    if "{got}" in message:
-        return message.replace("{got}", _show(got))
-    if re.search(r"\{\d", message):
-        return message.format(*np.asarray(got, dtype=float).reshape(-1).tolist())
-    return f"{message}, got {_show(got)}"
-
-
-def _show(value):
-    return np.array2string(np.asarray(value), threshold=12, edgeitems=3, precision=6)
-
-
-@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
-def _checked(messages, xs, bads, gots):
-    def fail(xs, bads, gots):
-        return jax.pure_callback(functools.partial(_fail, messages), jax.eval_shape(lambda: xs), xs, bads, gots,
-                                 vmap_method="expand_dims")
-
-    any_bad = unvmap_any(functools.reduce(jnp.logical_or, bads))
-    return jax.lax.cond(any_bad, fail, lambda xs, bads, gots: xs, xs, bads, gots)
-
-
-@_checked.defjvp
-def _checked_jvp(messages, primals, tangents):
-    return _checked(messages, *primals), tangents[0]
-
-
-def describe(obj):
-    """An argument as an error message names it: a class passed for an instance, or its repr and type."""
-    if isinstance(obj, type):
-        return f"the class {obj.__name__} (pass an instance, {obj.__name__}())"
-    return f"{obj!r} (of type {type(obj).__name__})"
-
-
-def runtime_checks(xs: tuple, checks) -> tuple:
-    """The arrays ``xs``, after raising ``ValueError(message + ", got " + got)`` (or with ``got`` in place of "{got}"
-    in the message) for the first ``(bad, message, got)`` of ``checks`` whose ``bad`` (a boolean array) holds anywhere.
-
-    Checks of values known now run now (a plain ValueError). Checks of traced values (under ``jit``, ``vmap``,
-    ``grad``) run with the program: one ``lax.cond`` for all of them, whose error branch is a host callback, so valid
-    input costs the reductions and one branch; under ``jit`` JAX reports a failure as a ``JaxRuntimeError`` whose text
-    starts with the message (the ``ValueError`` itself when a compiled program is reused). Under ``vmap`` a bad element
-    anywhere in the batch raises and is named. The checks are tied to ``xs``: the caller must use the returned arrays
-    (checks whose results are unused are removed with them).
-    """
-    traced = []
-    for bad, message, got in checks:
-        got = bad if got is None else got
-        if not any(isinstance(a, jax.core.Tracer) for a in (bad, got)):
-            if bool(np.any(np.asarray(bad))):
-                raise ValueError(_text(message, got))
-        else:
-            traced.append((jnp.any(bad), message, jnp.asarray(got)))
-    if not traced:
-        return tuple(xs)
-    bads, messages, gots = zip(*traced)
-    return tuple(_checked(messages, tuple(xs), bads, gots))
-
-
-def runtime_check(x, bad, message: str, got=None):
-    """``x`` after the check ``(bad, message, got)`` of :func:`runtime_checks`."""
-    return runtime_checks((x,), [(bad, message, got)])[0]
-
-
-class Chain(eqx.Module):
+class Chain(Model):
     """A planar chain of points ("joints") 1..n joined by rigid rods ("links") 1..n-1 (seed 000 §1–2).
 
     Arrays (differentiable):
@@ -275,6 +174,57 @@ class Chain(eqx.Module):
         """Rods that are constraints (n-1,): a rod between two guided points is switched off, their prescribed
         accelerations win (seed §6.1)."""
         return ~(self.guided[:-1] & self.guided[1:])
+
+    # -- the model interface (diffchain._model.model) ----------------------------------------------------------------
+    topology = PATH
+
+    @property
+    def dtype(self):
+        return self.m.dtype
+
+    def default_solver(self):
+        from .._solvers.recursive_solver import Recursive
+        return Recursive()
+
+    def check_inputs(self, state, control, who, steps=False):
+        if state is not None and not isinstance(state, State):
+            raise TypeError(f"{who}: state must be a diffchain.State, got {describe(state)}")
+        check_sizes(self, state, control, who)
+        if isinstance(control, Control) and not steps and control.tau.shape != (self.n,):
+            raise ValueError(f"{who}: control must be one control, tau of shape (n,) = ({self.n},) and F, a_w "
+                             f"({self.n}, 2), got tau of shape {control.tau.shape} (a sequence of controls goes to "
+                             "rollout)")
+
+    def zero_control(self, dtype):
+        return Control(n=self.n, dtype=dtype)
+
+    def length_scale(self):
+        return jnp.max(self.l, initial=1.0)
+
+    def weight(self):
+        return jnp.sum(self.m) * jnp.maximum(self.g, 1.0)  # (g >= 1: the mass scale without gravity)
+
+    @property
+    def n_features(self):
+        return self.n
+
+    def contact_points(self, x):
+        return x
+
+    def contact_rates(self, v):
+        return v
+
+    def free_contacts(self, contact, stuck):
+        return contact & ~self.guided & ~stuck
+
+    def feature_angles(self, x, ref=None):
+        from .geometry import wrapped_joint_angles
+        return wrapped_joint_angles(x, ref)
+
+    def angle_rates(self, x, v, a=None):
+        from .geometry import joint_accelerations, joint_velocities
+        st = State(x, v)
+        return joint_velocities(st) if a is None else (joint_velocities(st), joint_accelerations(st, a))
 
 
 class State(eqx.Module):

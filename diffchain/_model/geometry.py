@@ -107,6 +107,22 @@ def joint_angles(state: State):
     return jnp.arctan2(jnp.sin(theta), jnp.cos(theta))
 
 
+def wrapped_joint_angles(x, theta_ref=None):
+    """Joint angles of all n joints (theta_n = -phi_{n-1}), (..., n), of x (..., n, 2): wrapped to (-pi, pi], or on
+    the branch within pi of ``theta_ref`` (a joint's continuous angle, carried from quantum to quantum)."""
+    if x.shape[-2] > 1:
+        if x.ndim == 2:
+            theta = wrap_angle(_pad_diff(link_angles(x)))
+        else:  # leading axes (an EventState built from a batch of states)
+            d = x[..., 1:, :] - x[..., :-1, :]
+            phi = jnp.arctan2(d[..., 1], d[..., 0])
+            z = jnp.zeros(phi.shape[:-1] + (1,), x.dtype)
+            theta = wrap_angle(jnp.concatenate([phi, z], -1) - jnp.concatenate([z, phi], -1))
+    else:
+        theta = jnp.zeros(x.shape[:-1], x.dtype)
+    return theta if theta_ref is None else theta_ref + wrap_angle(theta - theta_ref)
+
+
 def joint_velocities(state: State):
     """omega_i^z = omega_i^o - omega_{i-1}^o for all n joints (seed §4.3); the first n-1 are d theta / dt."""
     return _pad_diff(link_angular_velocities(state.x, state.v))

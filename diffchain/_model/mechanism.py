@@ -24,11 +24,14 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from .chain import State
+from .chain import Control, State
+from .checks import describe
+from .geometry import wrap_angle
+from .model import GENERAL, Model
 from .._constraints.mechanism import Coincide, Distance, OnLine, _cross
 
 
-class Mechanism(eqx.Module):
+class Mechanism(Model):
     """A planar mechanism in natural coordinates (module docstring). Build it with :class:`MechanismBuilder`.
 
     W (2P, 2N), c (2P,): all P points as affine functions of the N coordinate points; M (2N, 2N) constant mass
@@ -114,6 +117,74 @@ class Mechanism(eqx.Module):
         """Relative angle of each angle stop (L,), as :meth:`motor_angles`, in (-pi, pi]."""
         return _relative_angles(self.points(q), self.limit_idx)
 
+    # -- the model interface (diffchain._model.model) ----------------------------------------------------------------
+    topology = GENERAL
+
+    @property
+    def dtype(self):
+        return self.M.dtype
+
+    def default_solver(self):
+        from .._solvers.dense import KKT
+        return KKT()
+
+    def check_inputs(self, state, control, who, steps=False):
+        if state is not None:
+            if not isinstance(state, State):
+                raise TypeError(f"{who}: state must be a diffchain.State, got {describe(state)}")
+            N = self.n // 2
+            if state.x.shape != (N, 2):
+                raise ValueError(f"{who}: the state must hold the mechanism's N = {N} coordinate points, x and v of "
+                                 f"shape ({N}, 2), got x of shape {state.x.shape}")
+        if control is None or callable(control) and not isinstance(control, Control):
+            return
+        if not isinstance(control, Control):
+            raise TypeError(f"{who}: a mechanism's controls must be a diffchain.Control of the motor torques, a policy "
+                            f"returning one, or None; got {describe(control)}")
+        n_m = self.motor_idx.shape[0]
+        if control.tau.shape[:-1] != control.tau.shape[:int(steps)] or control.tau.shape[-1:] != (n_m,):
+            shape = f"(T, n_motors) = (T, {n_m})" if steps else f"(n_motors,) = ({n_m},)"
+            raise ValueError(f"{who}: a mechanism's controls hold one torque per motor, Control(tau=...) of shape "
+                             f"{shape} (motors in the order of creation), got tau of shape {control.tau.shape}")
+
+    def zero_control(self, dtype):
+        return Control(tau=jnp.zeros((self.motor_idx.shape[0],), dtype))
+
+    def length_scale(self):
+        return jnp.max(self.dist.L, initial=1.0) if self.dist.L.shape[0] else jnp.ones((), self.M.dtype)
+
+    def weight(self):
+        # f_g sums every point's gravity: its y components add up to -m g; without gravity, the mass scale
+        return jnp.maximum(jnp.abs(jnp.sum(self.f_g[1::2])), jnp.trace(self.M) / 2)
+
+    @property
+    def n_features(self):
+        """F = max(P, L, 1): the points and the angle stops, padded to a common length."""
+        return max(self.W.shape[0] // 2, self.limit_idx.shape[0], 1)
+
+    def contact_points(self, x):
+        return pad(self.points(x.reshape(-1)), self.n_features)
+
+    def contact_rates(self, v):
+        return pad((self.W @ v.reshape(-1)).reshape(-1, 2), self.n_features)
+
+    def free_contacts(self, contact, stuck):
+        return contact & ~stuck
+
+    def feature_angles(self, x, ref=None):
+        theta = pad(self.limit_angles(x.reshape(-1)), self.n_features)
+        return theta if ref is None else ref + wrap_angle(theta - ref)
+
+    def angle_rates(self, x, v, a=None):
+        def rate(q, qd):
+            return jax.jvp(self.limit_angles, (q,), (qd,))[1]
+
+        q, qd, F = x.reshape(-1), v.reshape(-1), self.n_features
+        if a is None:
+            return pad(rate(q, qd), F)
+        omega, alpha = jax.jvp(rate, (q, qd), (qd, a.reshape(-1)))
+        return pad(omega, F), pad(alpha, F)
+
     def energy(self, state: State):
         """Kinetic + gravitational + spring potential energy (conserved without dampers, motors, drivers)."""
         q, qd = state.x.reshape(-1), state.v.reshape(-1)
@@ -129,3 +200,8 @@ def _relative_angles(P, idx):
     """angle(P[k] -> P[l]) - angle(P[i] -> P[j]) for each index quadruple (i, j, k, l) of ``idx``."""
     u, v = P[idx[:, 1]] - P[idx[:, 0]], P[idx[:, 3]] - P[idx[:, 2]]
     return jnp.arctan2(_cross(u, v), jnp.sum(u * v, -1))
+
+
+def pad(y, F):
+    """``y`` padded with zeros to F entries along its first axis (the features beyond a mechanism's points or stops)."""
+    return jnp.concatenate([y, jnp.zeros((F - y.shape[0],) + y.shape[1:], y.dtype)])

@@ -1,21 +1,22 @@
-"""Integrators: one step of a chain (seed 000 §3, §12.2). Implementations are objects passed to
-:func:`diffchain.step` and :func:`diffchain.rollout` (``integrator=RK4()``).
+"""Integrators: one step of a model (seed 000 §3, §12.2; a mechanism's with Baumgarte stabilisation, seed 001 §8.3).
+Implementations are objects passed to :func:`diffchain.step` and :func:`diffchain.rollout` (``integrator=RK4()``).
 
-:meth:`Integrator.step` advances the chain by one step. The plain integrators here need only the accelerations
+:meth:`Integrator.step` advances a model by one step. The plain integrators here need only the accelerations
 (``__call__(accel, state, dt)``, which :mod:`diffchain._xla.point_major`'s batched form also uses); those of
-:mod:`diffchain._simulate.projection` need the chain itself. Each carries the factor of its PD drift correction time
+:mod:`diffchain._simulate.projection` need the model itself. Each carries the factor of its PD drift correction time
 constant delta_eps = ``stab_factor`` * dt (seed §12.2 eq. 33 suggests several quanta, ~5); None integrates the exact
 constraint accelerations without correction.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, ClassVar
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from .._model.chain import Chain, Control, State
+from .._model.chain import Control, State
+from .._solvers.forward import accelerations
 
 
 class Integrator(eqx.Module):
@@ -23,6 +24,7 @@ class Integrator(eqx.Module):
     fields x, v, t whose x and v add and scale (:class:`diffchain._xla.point_major.PointState`)."""
 
     stab_factor: float | None = 5.0
+    chains_only: ClassVar[bool] = False  # (it steps serial chains alone)
 
     def __check_init__(self):
         f = self.stab_factor
@@ -38,10 +40,10 @@ class Integrator(eqx.Module):
     def __call__(self, accel: Callable[[State], jax.Array], state: State, dt) -> State:
         raise NotImplementedError
 
-    def step(self, chain: Chain, state: State, control: Control, dt, solver) -> State:
-        """One step of ``chain``: this integrator on the accelerations of ``solver`` with its drift correction."""
+    def step(self, model, state: State, control: Control, dt, solver) -> State:
+        """One step of ``model``: this integrator on the accelerations of ``solver`` with its drift correction."""
         stab = self.stab(dt)
-        return self(lambda s: solver(chain, s, control, stab)[0], state, dt)
+        return self(lambda s: accelerations(model, s, control, solver, stab), state, dt)
 
 
 class SeedQuantum(Integrator):

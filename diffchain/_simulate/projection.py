@@ -28,7 +28,10 @@ Integrators (they need the chain, so only their ``step(chain, state, control, dt
 """
 from __future__ import annotations
 
+from typing import ClassVar
+
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 
 from .._model.forces import external_forces
@@ -38,7 +41,8 @@ from .integrators import RK4, Integrator
 from .._model.chain import Chain, State
 from .._solvers.recursive import chain_operator, kkt_solve, link_solve
 from .._constraints.chain import constraint_jacobian
-from .._solvers.base import Solver
+from .._solvers.base import Solver, check_solver
+from .._model.model import PATH, check_model
 from .._solvers.recursive_solver import Recursive
 from .._constraints.chain import projector
 
@@ -115,23 +119,42 @@ def project_positions(chain: Chain, x, iterations: int = 2, solver: Solver = Rec
     return x
 
 
-def project(chain: Chain, state: State, iterations: int = 2, solver: Solver = Recursive()) -> State:
-    """``state`` with its positions moved onto the constraints (:func:`project_positions`) and then its velocities
-    projected onto the tangent space there (:func:`project_velocities`), both in the mass metric."""
-    x = project_positions(chain, state.x, iterations, solver)
-    return State(x, project_velocities(chain, x, state.v, solver), state.t)
+def project(model, state: State, iterations: int = 2, solver: Solver | None = None) -> State:
+    """``state`` with its positions moved onto the constraints (:func:`project_positions`; a mechanism's loop closure
+    Phi(q, t) = 0) and then its velocities projected onto the tangent space there (:func:`project_velocities`; a
+    mechanism's Phi_q q_dot + Phi_t = 0), both in the mass metric; ``solver`` defaults to the model's."""
+    solver = check_solver(solver, "project", check_model(model, "project"))
+    if model.topology != PATH:
+        return project_mechanism(model, state, solver, iterations)
+    x = project_positions(model, state.x, iterations, solver)
+    return State(x, project_velocities(model, x, state.v, solver), state.t)
+
+
+def project_mechanism(mech, state: State, solver: Solver, iterations: int = 1) -> State:
+    """``state`` moved onto the loop closure Phi(q, t) = 0 by ``iterations`` Newton steps and its velocities onto
+    Phi_q q_dot + Phi_t = 0, both in the mass metric: each is the constrained solve M dq = J^T lambda, J dq = -r
+    (``solver.system`` with Q = 0: the smallest correction in the metric of M, redundant rows dropped by the solver's
+    rank decisions), r the residual."""
+    q, v, t = state.x.reshape(-1), state.v.reshape(-1), jnp.asarray(state.t, state.x.dtype)
+    zero = jnp.zeros_like(q)
+    for _ in range(iterations):
+        J = jax.jacfwd(mech.phi)(q, t)
+        q = q + solver.system(mech.M, zero, J, -mech.phi(q, t), mech.on)[0]
+    J, phi_t = jax.jacfwd(mech.phi, argnums=(0, 1))(q, t)
+    v = v + solver.system(mech.M, zero, J, -(J @ v + phi_t), mech.on)[0]
+    return State(q.reshape(state.x.shape), v.reshape(state.v.shape), state.t)
 
 
 class ChainIntegrator(Integrator):
-    """An integrator that needs the chain itself (to project onto its constraints): only its :meth:`step` applies."""
+    """An integrator that needs the model itself (to project onto its constraints): only its :meth:`step` applies."""
 
     stab_factor: float | None = None
 
     def __call__(self, accel, state, dt):
-        raise TypeError(f"{type(self).__name__} projects onto the chain's constraints and needs the chain: it steps "
-                        "through its step(chain, state, control, dt, solver) (diffchain.step, diffchain.rollout), not "
-                        "through an acceleration function (mechanisms and the point-major batched form cannot take "
-                        "it: pass integrator=RK4() there)")
+        raise TypeError(f"{type(self).__name__} projects onto the model's constraints and needs the model (a chain's, for RATTLE): it steps "
+                        "through its step(model, state, control, dt, solver) (diffchain.step, diffchain.rollout), not "
+                        "through an acceleration function (the point-major batched form cannot take it: pass "
+                        "integrator=RK4() there)")
 
 
 class RATTLE(ChainIntegrator):
@@ -142,6 +165,7 @@ class RATTLE(ChainIntegrator):
     the constraints are solved, not integrated)."""
 
     iterations: int = eqx.field(static=True, default=3)
+    chains_only: ClassVar[bool] = True  # (it solves a chain's rods and sliders)
 
     def step(self, chain, state, control, dt, solver=Recursive()):
         x, v, h = state.x, state.v, dt
@@ -183,5 +207,5 @@ class Projected(ChainIntegrator):
         self.stab_factor = None
         self.base, self.iterations = base, int(iterations)
 
-    def step(self, chain, state, control, dt, solver=Recursive()):
-        return project(chain, self.base.step(chain, state, control, dt, solver), self.iterations, solver)
+    def step(self, model, state, control, dt, solver=Recursive()):
+        return project(model, self.base.step(model, state, control, dt, solver), self.iterations, solver)

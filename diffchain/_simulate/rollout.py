@@ -13,12 +13,13 @@ import numpy as np
 
 from .._model.geometry import links
 from .integrators import Integrator
-from .._model.chain import Chain, Control, State, check_sizes, describe, runtime_checks
+from .._model.chain import Chain, Control, State
+from .._model.checks import describe, runtime_checks
+from .._model.model import PATH, check_model
 from .projection import Projected
 from .._solvers.implicit import KKT_SOLUTION
 from .._analysis.diagnosis import check_run, run_checks
 from .._solvers.base import Solver, check_solver
-from .._solvers.dense import KKT
 from .._solvers.recursive_solver import Recursive
 
 
@@ -47,51 +48,39 @@ def step(model, state: State, control: Control, dt, *, solver: Solver | None = N
     one check per step, which ``check=False`` switches off (``rollout`` checks its inputs and its run once per call
     instead).
     """
-    chain = model  # (a Chain or a Mechanism)
-    from .._model.mechanism import Mechanism
-
-    if isinstance(chain, Mechanism):  # the mechanism's rollout of one step (its checks named "step")
-        from .mechanism import mechanism_rollout
-        solver = KKT() if solver is None else solver
-        check_arguments(solver, integrator, "step", mechanism=True)
-        return mechanism_rollout(chain, state, lambda _: control, dt, n_steps=1, solver=solver, integrator=integrator,
-                                 checkpoint=None, check=check, who="step")[0]
-    solver = Recursive() if solver is None else solver
-    check_arguments(solver, integrator, "step")
+    who = "step"
+    solver = check_arguments(model, solver, integrator, who)
     if not isinstance(control, Control):
-        raise TypeError(f"step: control must be a diffchain.Control, got {describe(control)}")
-    check_sizes(chain, state, control, "step")
-    if control.tau.shape != (chain.n,):
-        raise ValueError(f"step: control must be one control, tau of shape (n,) = ({chain.n},) and F, a_w "
-                         f"({chain.n}, 2), got tau of shape {control.tau.shape} (a sequence of controls goes to rollout)")
-    pending = dt_checks(dt, "step", check) + control_checks(control, "step", check)
-    new = _step(chain, state, control, dt, solver, integrator)
+        raise TypeError(f"{who}: control must be a diffchain.Control, got {describe(control)}")
+    model.check_inputs(state, control, who)
+    pending = dt_checks(dt, who, check) + control_checks(control, who, check)
+    new = integrator.step(model, state, control, dt, solver)
     if check:  # and the result: finite and on the constraints (diffchain._analysis.diagnosis)
         one = jax.tree_util.tree_map(lambda a: jnp.asarray(a)[None], new)
-        pending += run_checks("step", chain, one, REMEDY)
+        pending += run_checks(who, model, one, REMEDY)
     if pending:
         x, v = runtime_checks((new.x, new.v), pending)
         new = State(x, v, new.t)
     return new
 
 
-def _step(chain, state, control, dt, solver, integrator):
-    return integrator.step(chain, state, control, dt, solver)
-
-
-def check_arguments(solver, integrator, who: str, mechanism: bool = False):
-    """TypeError naming ``solver`` or ``integrator`` when it is not a :class:`Solver` (for a ``mechanism``, one that
-    solves general systems) / :class:`Integrator`."""
+def check_arguments(model, solver, integrator, who: str):
+    """``solver`` (the model's default where None), after a TypeError naming ``model``, ``solver`` or ``integrator``
+    when it is not a :class:`~diffchain.Model`, a :class:`Solver` that applies to the model, an :class:`Integrator`."""
+    check_model(model, who)
     if not isinstance(integrator, Integrator):
         raise TypeError(f"{who}: integrator must be an Integrator instance: Projected(), RATTLE(), RK4(), "
                         f"SemiImplicitEuler(), SeedQuantum() (or a subclass of diffchain.Integrator), got "
                         f"{describe(integrator)}")
-    check_solver(solver, who, mechanism)
+    if integrator.chains_only and model.topology != PATH:
+        raise TypeError(f"{who}: integrator must be a plain integrator (RK4(), SemiImplicitEuler(), SeedQuantum(), "
+                        f"VelocityVerlet()) or one of them Projected(): {type(integrator).__name__} works on chains")
+    return check_solver(solver, who, model)
 
 
 def dt_checks(dt, who: str, traced: bool = True) -> list:
     """Raise now unless ``dt`` is a finite real scalar > 0; for a traced ``dt``, the check to run with the program
-    (a list for :func:`diffchain._model.chain.runtime_checks`; empty if not ``traced``)."""
+    (a list for :func:`diffchain._model.checks.runtime_checks`; empty if not ``traced``)."""
     if jnp.ndim(dt) != 0:
         raise ValueError(f"{who}: dt must be a scalar time step, got shape {jnp.shape(dt)}")
     if not jnp.issubdtype(jnp.result_type(dt), jnp.number) or jnp.issubdtype(jnp.result_type(dt), jnp.complexfloating):
@@ -160,8 +149,9 @@ def check_controls(chain, controls, n_steps, who):
         raise TypeError(f"{who}: controls must be a diffchain.Control with a leading time axis (tau (T, n)), a policy "
                         f"policy(state) -> Control, or None; got {describe(controls)}")
     if controls.tau.ndim != 2:
-        raise ValueError(f"{who}: controls must carry a leading time axis, tau of shape (T, n) = (T, {chain.n}) and F, "
-                         f"a_w (T, {chain.n}, 2), got tau of shape {controls.tau.shape} (for one control held over "
+        k = chain.zero_control(controls.tau.dtype).tau.shape[0]
+        raise ValueError(f"{who}: controls must carry a leading time axis, tau of shape (T, {k}), got tau of shape "
+                         f"{controls.tau.shape} (for one control held over "
                          "n_steps, pass the policy lambda s: control)")
     T = controls.tau.shape[0]
     if n_steps is not None and n_steps != T:
@@ -170,9 +160,9 @@ def check_controls(chain, controls, n_steps, who):
 
 
 def _check_dtypes(chain, state, controls, who):
-    arrays = [chain.m, state.x] + ([controls.tau] if isinstance(controls, Control) else [])
+    arrays = [jnp.zeros((), chain.dtype), state.x] + ([controls.tau] if isinstance(controls, Control) else [])
     if jnp.result_type(*arrays) != state.x.dtype:
-        raise TypeError(f"{who}: the state is {state.x.dtype} but the chain is {chain.m.dtype}"
+        raise TypeError(f"{who}: the state is {state.x.dtype} but the {type(chain).__name__.lower()} is {chain.dtype}"
                         + (f" and the controls {controls.tau.dtype}" if isinstance(controls, Control) else "")
                         + ": the steps would promote the state; build them in one dtype")
 
@@ -180,7 +170,7 @@ def _check_dtypes(chain, state, controls, who):
 def rollout(model, state: State, controls, dt, *, n_steps: int | None = None, solver: Solver | None = None,
             integrator: Integrator = Projected(), checkpoint: int | None = None, check: bool = True,
             backend: Backend | None = None):
-    """Simulate a :class:`Chain` or a :class:`Mechanism` from ``state``; returns (final state, trajectory of the
+    """Simulate a :class:`Model` (a :class:`Chain` or a :class:`Mechanism`) from ``state``; returns (final state, trajectory of the
     states after each step, stacked on axis 0).
 
     ``solver`` defaults to :class:`~diffchain.Recursive` for a chain and :class:`~diffchain.KKT` for a mechanism
@@ -190,7 +180,7 @@ def rollout(model, state: State, controls, dt, *, n_steps: int | None = None, so
     Arguments of the wrong type or shape raise at trace time (TypeError / ValueError naming them), as do known bad
     values (``dt`` not finite and > 0, non-finite controls). ``check=True`` also validates the start with
     :func:`check_state` (on the rod and slider constraints, finite) and, when they are traced, ``dt`` and the controls:
-    once per call, when the program runs (one ``lax.cond``; :func:`diffchain._model.chain.runtime_checks`), and the run
+    once per call, when the program runs (one ``lax.cond``; :func:`diffchain._model.checks.runtime_checks`), and the run
     itself: a ``ValueError`` says when its final state is not finite or off the rods and sliders beyond a
     tolerance that scales with the dtype (:mod:`diffchain._analysis.diagnosis`). ``check=False`` skips these (e.g. to
     study the drift correction on purpose, or for a program without host callbacks; :func:`diffchain.diagnose` then
@@ -206,35 +196,28 @@ def rollout(model, state: State, controls, dt, *, n_steps: int | None = None, so
     of this program; ``PointMajor()``, the batched point-major program of :mod:`diffchain._xla.point_major` and its own
     adjoint (chains of point masses; the same results to round-off).
     """
-    chain = model  # (a Chain or a Mechanism)
-    from .._model.mechanism import Mechanism
-
-    mechanism = isinstance(chain, Mechanism)
-    if not (mechanism or isinstance(chain, Chain)):
-        raise TypeError(f"rollout: the model must be a diffchain.Chain or a Mechanism, got {describe(chain)}")
-    solver = (KKT() if mechanism else Recursive()) if solver is None else solver
-    check_arguments(solver, integrator, "rollout", mechanism)
+    who = "rollout"
+    solver = check_arguments(model, solver, integrator, who)
     if not isinstance(state, State):
-        raise TypeError(f"rollout: state must be a diffchain.State, got {describe(state)}")
-    n_steps = check_n_steps(n_steps, "rollout")
+        raise TypeError(f"{who}: state must be a diffchain.State, got {describe(state)}")
+    n_steps = check_n_steps(n_steps, who)
     if checkpoint is not None and (isinstance(checkpoint, bool) or not isinstance(checkpoint, (int, np.integer))
                                    or checkpoint < 1):
-        raise ValueError(f"rollout: checkpoint must be None or an int >= 1 (steps per recomputed segment), got "
+        raise ValueError(f"{who}: checkpoint must be None or an int >= 1 (steps per recomputed segment), got "
                          f"{checkpoint!r}")
-    if mechanism:
-        from .mechanism import mechanism_rollout
-        if backend is not None:
-            raise TypeError(f"rollout: a mechanism runs with backend=None (the batched backends are for chains of "
-                            f"point masses), got {describe(backend)}")
-        return mechanism_rollout(chain, state, controls, dt, n_steps=n_steps, solver=solver, integrator=integrator,
-                                 checkpoint=checkpoint, check=check, who="rollout")
-    check_sizes(chain, state, controls, "rollout")
-    controls = check_controls(chain, controls, n_steps, "rollout")
-    _check_dtypes(chain, state, controls, "rollout")
-    pending = dt_checks(dt, "rollout", check)
-    pending += control_checks(controls, "rollout", check) if isinstance(controls, Control) else []
-    if check:  # one run-time check, tied to the start (small: no array of the inputs passes through it)
-        state = State(runtime_checks((state.x,), pending + state_checks(chain, state))[0], state.v, state.t)
+    if backend is not None and model.topology != PATH:
+        raise TypeError(f"{who}: a mechanism runs with backend=None (the batched backends are for chains of point "
+                        f"masses), got {describe(backend)}")
+    controls = check_controls(model, controls, n_steps, who)
+    model.check_inputs(state, controls, who, steps=True)
+    _check_dtypes(model, state, controls, who)
+    pending = dt_checks(dt, who, check)
+    pending += control_checks(controls, who, check) if isinstance(controls, Control) else []
+    if check and model.topology == PATH:  # the start on the rods and sliders (a mechanism's: its run's check)
+        pending += state_checks(model, state)
+    if pending:  # one run-time check, tied to the start (small: no array of the inputs passes through it)
+        state = State(runtime_checks((state.x,), pending)[0], state.v, state.t)
+    chain = model
 
     def plain(chain, state, controls):
         return _rollout(chain, state, controls, dt, n_steps, solver, integrator, checkpoint)
@@ -256,8 +239,8 @@ def _rollout(chain, state, controls, dt, n_steps, solver, integrator, checkpoint
     def body(s, u):
         if not isinstance(u, Control):
             raise TypeError(f"rollout: the policy must return a diffchain.Control, got {describe(u)}")
-        check_sizes(chain, s, u, "rollout")  # (at trace time: a policy's control)
-        s = _step(chain, s, u, dt, solver, integrator)
+        chain.check_inputs(s, u, "rollout")  # (at trace time: a policy's control)
+        s = integrator.step(chain, s, u, dt, solver)
         return s, s
 
     if isinstance(solver, Recursive):
@@ -272,7 +255,7 @@ def _scan_rollout(chain: Chain, body, init, controls, n_steps, checkpoint, to_st
     """``lax.scan`` of ``body(carry, control) -> (carry, output)`` over open-loop controls, a policy of the
     :class:`State` ``to_state(carry)``, or None (zero input); optionally checkpointed in segments (see :func:`rollout`)."""
     if controls is None:
-        controls = lambda s: Control(n=chain.n, dtype=s.x.dtype)  # noqa: E731
+        controls = lambda s: chain.zero_control(s.x.dtype)  # noqa: E731
     if callable(controls) and not isinstance(controls, Control):
         if n_steps is None:
             raise ValueError("rollout: a policy (or controls=None) needs n_steps")
@@ -322,13 +305,13 @@ def check_state(chain: Chain, state: State, tol: float = 1e-6) -> State:
     slider line) of tol (1 + max|v|) + 8 eps max|v| (1 + max|x| / min(l)), with eps the machine epsilon of the
     state's dtype: the terms in eps are the round-off of a state computed in that dtype (float32 positions far from
     the origin carry errors far above 1e-6 of a short rod). Values known now raise a ValueError now; traced ones (under
-    ``jit``/``vmap``) when the program runs (:func:`diffchain._model.chain.runtime_checks`).
+    ``jit``/``vmap``) when the program runs (:func:`diffchain._model.checks.runtime_checks`).
     """
     return State(runtime_checks((state.x,), state_checks(chain, state, tol))[0], state.v, state.t)
 
 
 def state_checks(chain: Chain, state: State, tol: float = 1e-6) -> list:
-    """The checks of :func:`check_state`, for :func:`diffchain._model.chain.runtime_checks`."""
+    """The checks of :func:`check_state`, for :func:`diffchain._model.checks.runtime_checks`."""
     if state.x.shape != (chain.n, 2):
         raise ValueError(f"check_state: x must have shape (n, 2) = ({chain.n}, 2) for this chain, got {state.x.shape}")
     pos, vel = constraint_violation(chain, state)

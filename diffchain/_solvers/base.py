@@ -26,9 +26,11 @@ import jax.numpy as jnp
 
 from .._constraints.chain import constraint_jacobian
 from .._constraints.held import _active_mask, active_terms, joint_rows
-from .._model.chain import Chain, Control, State, describe
+from .._model.chain import Chain, Control, State
+from .._model.checks import describe
 from .._model.forces import external_forces
 from .._model.inertia import mass_matrix
+from .._model.model import PATH
 
 
 class Solver(eqx.Module):
@@ -50,13 +52,15 @@ class Solver(eqx.Module):
         """(q_dd, lambda, Info) of ``M q_dd = Q + J^T lambda``, ``J q_dd = gamma`` on the rows ``on``."""
 
 
-def check_solver(solver, who: str, mechanism: bool = False):
-    """TypeError naming ``solver`` unless it is a :class:`Solver` instance, and, for a ``mechanism``, one that solves
-    general systems."""
+def check_solver(solver, who: str, model=None):
+    """``solver``, or ``model``'s default solver where it is None; a TypeError naming ``solver`` unless it is a
+    :class:`Solver` instance that applies to ``model``'s topology."""
+    if solver is None and model is not None:
+        return model.default_solver()
     if not isinstance(solver, Solver):
         raise TypeError(f"{who}: solver must be a solver instance: Recursive(), ShortChain(), KKT(), RangeSpace(), "
                         f"NullSpace() or Larin(), got {describe(solver)}")
-    if mechanism and solver.chains_only:
+    if model is not None and model.topology != PATH and solver.chains_only:
         raise TypeError(f"{who}: {type(solver).__name__}() solves serial chains only (the seed-000 recursion); a "
                         "mechanism needs a dense solver: KKT() (the default), RangeSpace(), NullSpace() or Larin()")
     return solver

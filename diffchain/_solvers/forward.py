@@ -1,28 +1,53 @@
-""":func:`forward_dynamics`: a chain's accelerations by any solver, with or without held joints."""
+""":func:`forward_dynamics`: the accelerations of any model by any solver that applies to it."""
 from __future__ import annotations
 
-from .._model.chain import Chain, Control, State, check_sizes
+from .._model.chain import Control, State
+from .._model.checks import describe
+from .._model.model import PATH, check_model
 from .base import Solver, check_solver
-from .recursive_solver import Recursive
+from .mechanism import mechanism_dynamics
 
 
-def forward_dynamics(chain: Chain, state: State, control: Control | None = None, *, solver: Solver = Recursive(),
+def accelerations(model, state: State, control: Control, solver: Solver, stab=None):
+    """a (N, 2) of ``model`` (no checks: the integrators' acceleration function): a chain's own solve (seed 000 Part
+    I), a mechanism's constrained system M q_dd = Q + J^T lambda, J q_dd = gamma (seed 001 eq. 8.36)."""
+    if model.topology == PATH:
+        return solver(model, state, control, stab)[0]
+    tau = control.tau if model.motor_idx.shape[0] else None
+    return mechanism_dynamics(model, state, tau, solver=solver, stab=stab)[0]
+
+
+def forward_dynamics(model, state: State, control: Control | None = None, *, solver: Solver | None = None,
                      stab=None, held=None, alpha_w=0.0, theta_bar=None, return_forces: bool = False):
-    """Point accelerations a (n,2) of ``chain`` in ``state`` under ``control``.
+    """Accelerations a (N, 2) of the coordinate points of ``model`` in ``state`` under ``control``, by ``solver``
+    (default: the model's, the recursion for a chain and dense KKT for a mechanism).
 
-    ``stab`` is the time constant delta_eps of the PD drift correction (seed §12.2 eq. 33); None for the exact
-    constraint accelerations. ``held`` (n,) bool holds those joints at the angular accelerations ``alpha_w`` (a
-    scalar or (n,); seed 000 Part II, eq. 13) by unknown torques tau_w; ``theta_bar`` (n,), with ``stab``, pulls a
-    held angle back to it. With ``return_forces`` also the rod tensions phi (n-1,) (F_{i+1}^d = r_i phi_i), and with
-    ``held`` the torques tau_w (n,): (a, phi) or (a, phi, tau_w).
+    ``control``: a chain's joint torques, point forces and prescribed accelerations; a mechanism's motor torques
+    ``Control(tau=(n_motors,))``; None for no input. ``stab`` is the time constant of the drift correction (a chain's
+    PD correction, seed 000 §12.2 eq. 33; a mechanism's Baumgarte stabilisation, seed 001 eqs. 8.21-8.22); None for the
+    exact constraint accelerations. ``held`` (n,) bool, for a chain, holds those joints at the angular accelerations
+    ``alpha_w`` (a scalar or (n,); seed 000 Part II, eq. 13) by unknown torques tau_w; ``theta_bar`` (n,), with
+    ``stab``, pulls a held angle back to it. With ``return_forces`` also the constraint forces: a chain's rod tensions
+    phi (n-1,) (F_{i+1}^d = r_i phi_i) and with ``held`` the torques tau_w (n,), a mechanism's multipliers lambda (one
+    per row of its Phi, :func:`diffchain.reactions` turns them into joint forces): (a, phi), (a, phi, tau_w) or
+    (a, lambda).
     """
-    check_solver(solver, "forward_dynamics")
+    who = "forward_dynamics"
+    check_model(model, who)
+    solver = check_solver(solver, who, model)
     if control is not None and not isinstance(control, Control):
-        raise TypeError(f"forward_dynamics: control must be a diffchain.Control or None, got {type(control).__name__}")
-    control = Control(n=chain.n, dtype=chain.m.dtype) if control is None else control
-    check_sizes(chain, state, control, "forward_dynamics")
+        raise TypeError(f"{who}: control must be a diffchain.Control or None, got {describe(control)}")
+    control = model.zero_control(model.dtype) if control is None else control
+    model.check_inputs(state, control, who)
+    if model.topology != PATH:
+        if held is not None:
+            raise ValueError(f"{who}: held joints (seed 000 Part II) are a chain's; a mechanism holds its angle stops "
+                             "in the event rollout, or prescribes an angle with a driver (MechanismBuilder.drive)")
+        tau = control.tau if model.motor_idx.shape[0] else None
+        a, lam, _ = mechanism_dynamics(model, state, tau, solver=solver, stab=stab)
+        return (a, lam) if return_forces else a
     if held is None:
-        a, phi = solver(chain, state, control, stab)
+        a, phi = solver(model, state, control, stab)
         return (a, phi) if return_forces else a
-    a, phi, tau_w = solver.held(chain, state, control, held, alpha_w, theta_bar, stab)
+    a, phi, tau_w = solver.held(model, state, control, held, alpha_w, theta_bar, stab)
     return (a, phi, tau_w) if return_forces else a

@@ -10,7 +10,8 @@ import jax.numpy as jnp
 from .base import check_solver
 from .dense import KKT
 from .rank import INCONSISTENT, NONFINITE, SINGULAR, STATUS
-from .._model.chain import State, runtime_checks
+from .._model.chain import State
+from .._model.checks import runtime_checks
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -53,40 +54,15 @@ def mechanism_terms(mech, state: State, tau=None, F=None, stab=None):
     return mech.M, Q, J, gamma, mech.on
 
 
-def check_mechanism_state(mech, state, who):
-    """TypeError / ValueError at trace time unless ``state`` is a State of the mechanism's coordinate points (N, 2)."""
-    if not isinstance(state, State):
-        raise TypeError(f"{who}: state must be a diffchain.State, got {type(state).__name__}")
-    N = mech.n // 2
-    if state.x.shape != (N, 2):
-        raise ValueError(f"{who}: the state must hold the mechanism's N = {N} coordinate points, x and v of shape "
-                         f"({N}, 2), got x of shape {state.x.shape}")
-
-
-def check_motor_torques(mech, control, who, steps=False):
-    """TypeError / ValueError at trace time unless ``control`` is a Control of the motor torques: tau of shape
-    (n_motors,), or (T, n_motors) with ``steps``."""
-    from .._model.chain import Control, describe
-
-    if not isinstance(control, Control):
-        raise TypeError(f"{who}: a mechanism's controls must be a diffchain.Control of the motor torques, a policy "
-                        f"returning one, or None; got {describe(control)}")
-    n_m = mech.motor_idx.shape[0]
-    if control.tau.shape[:-1] != control.tau.shape[:int(steps)] or control.tau.shape[-1:] != (n_m,):
-        shape = f"(T, n_motors) = (T, {n_m})" if steps else f"(n_motors,) = ({n_m},)"
-        raise ValueError(f"{who}: a mechanism's controls hold one torque per motor, Control(tau=...) of shape {shape} "
-                         f"(motors in the order of creation), got tau of shape {control.tau.shape}")
-
-
 def mechanism_dynamics(mech, state: State, tau=None, F=None, *, solver=KKT(), stab=None, check=False):
     """Accelerations (N, 2) of the coordinate points, multipliers lambda (rows of mech.phi) and :class:`Info`.
 
     ``stab``: Baumgarte time constant T_stab (alpha = beta = 1/T_stab), None for none. ``check=True`` raises
-    (:func:`diffchain._model.chain.runtime_checks`, also under jit) when the status is not OK instead of returning a
+    (:func:`diffchain._model.checks.runtime_checks`, also under jit) when the status is not OK instead of returning a
     flagged result.
     """
-    solver = check_solver(solver, "mechanism_dynamics", mechanism=True)
-    check_mechanism_state(mech, state, "mechanism_dynamics")
+    solver = check_solver(solver, "mechanism_dynamics", mech)
+    mech.check_inputs(state, None, "mechanism_dynamics")
     M, Q, J, gamma, on = mechanism_terms(mech, state, tau, F, stab)
     qdd, lam, info = solver.system(M, Q, J, gamma, on, mech.nominal_rank)
     if check:

@@ -11,7 +11,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._model.chain import State, runtime_check
+from .._model.chain import State
+from .._model.checks import runtime_check
 
 
 class Discrete(eqx.Module):

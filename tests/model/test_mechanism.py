@@ -218,6 +218,28 @@ def test_open_chain_as_mechanism_matches_recursion():
     s = dc.State(state.x[1:], state.v[1:], 0.0)
     for a, _, _ in dyn_all(mech, s, tau[:n]):
         np.testing.assert_allclose(a, a_rec[1:], rtol=1e-10, atol=1e-10)
+    # the one entry point, on either model (the mechanism's default solver, dense KKT)
+    a_mech = jax.jit(dc.forward_dynamics)(mech, s, dc.Control(tau=tau[:n]))
+    np.testing.assert_allclose(a_mech, a_rec[1:], rtol=1e-10, atol=1e-10)
+    assert isinstance(chain, dc.Model) and isinstance(mech, dc.Model)
+    assert (chain.topology, mech.topology) == ("path", "general")
+
+
+def test_project_moves_a_mechanism_onto_its_loop_closure():
+    """dc.project of a mechanism: a state off the four-bar's loop closure and its rate is moved onto both (the
+    residuals Phi(q) and Phi_q q_dot, to round-off after three Newton steps), and a state on them stays."""
+    mech, s0 = four_bar(0.8)
+    rng = np.random.default_rng(3)
+    off = dc.State(s0.x + 1e-3 * rng.standard_normal(s0.x.shape), rng.standard_normal(s0.x.shape), 0.0)
+    q = lambda s: s.x.reshape(-1)  # noqa: E731
+    assert float(jnp.max(jnp.abs(mech.phi(q(off), 0.0)))) > 1e-4
+    on = jax.jit(dc.project, static_argnums=2)(mech, off, 3)
+    J = jax.jacfwd(mech.phi)(q(on), 0.0)
+    assert float(jnp.max(jnp.abs(mech.phi(q(on), 0.0)))) < 1e-12
+    assert float(jnp.max(jnp.abs(J @ on.v.reshape(-1)))) < 1e-12
+    again = dc.project(mech, on, 1)
+    np.testing.assert_allclose(again.x, on.x, atol=1e-13)
+    np.testing.assert_allclose(again.v, on.v, atol=1e-12)
 
 
 def parallelogram(extra, th=0.7):

@@ -247,6 +247,14 @@ CASES = [
      "rollout: dt must be finite and > 0", V),
     ("mechanism n_steps", lambda dt: mech_roll(dt=dt, n_steps=-2), (sc(DT),), ValueError,
      "rollout: n_steps must be an int >= 0", S),
+    ("rollout model", lambda dt: dc.rollout({"m": CHAIN.m}, S0, None, dt, n_steps=1)[0].x, (sc(DT),), TypeError,
+     r"rollout: model must be a diffchain model \(a Chain, pendulum\(...\), ..., or a Mechanism from "
+     r"MechanismBuilder\), got \{'m'", T),
+    ("forward_dynamics mechanism held", lambda x: dc.forward_dynamics(MECH, dc.State(x), held=jnp.ones(3, bool)),
+     (MS0.x,), ValueError, r"forward_dynamics: held joints \(seed 000 Part II\) are a chain's", T),
+    ("forward_dynamics mechanism tau", lambda tau: dc.forward_dynamics(MECH, MS0, dc.Control(tau=tau)),
+     (jnp.zeros(2),), ValueError, r"forward_dynamics: a mechanism's controls hold one torque per motor, "
+     r"Control\(tau=...\) of shape \(n_motors,\) = \(1,\)", T),
     ("mechanism integrator", lambda dt: mech_roll(dt=dt, integrator="rk4"), (sc(DT),), TypeError,
      "rollout: integrator must be an Integrator", T),
     ("mechanism solver", lambda dt: mech_roll(dt=dt, solver=dc.Recursive()), (sc(DT),), TypeError,

@@ -351,7 +351,7 @@ def test_chain_integrators_refuse_the_acceleration_form():
     chain, s0 = bent(2)
     for integ in (DEFAULT, RATTLE()):
         assert isinstance(integ, ChainIntegrator) and isinstance(integ, dc.Integrator)
-        with pytest.raises(TypeError, match="needs the chain"):
+        with pytest.raises(TypeError, match="needs the model"):
             integ(lambda s: jnp.zeros_like(s.x), s0, 1e-3)
     with pytest.raises(TypeError, match="plain Integrator"):
         Projected(RATTLE())

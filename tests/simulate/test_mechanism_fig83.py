@@ -9,7 +9,7 @@ import numpy as np
 
 import diffchain as dc
 from diffchain._analysis import kinematics as kin
-from diffchain._simulate import mechanism as mechsim
+from diffchain._analysis import inverse as mechsim
 from diffchain._solvers import dense, mechanism as ms
 from diffchain import MechanismBuilder
 from test_mechanism_loops import I, L1, L4, c2, c3, e, gamma_fn, kinetic, l1, l2, loop, m, potential

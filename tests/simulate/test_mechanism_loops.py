@@ -7,7 +7,7 @@ import diffchain as dc
 import numpy as np
 
 from diffchain._solvers import dense, mechanism as ms
-from diffchain._simulate import mechanism as mechsim
+from diffchain._analysis import inverse as mechsim
 
 SOLVERS = [dc.KKT(), dc.RangeSpace(), dc.NullSpace(), dc.Larin(), dc.NullSpace(independent=(0, 3))]
 e = lambda a: jnp.stack([jnp.cos(a), jnp.sin(a)])  # noqa: E731
