@@ -285,7 +285,7 @@ def _worker(mode):
     if mode == "2dev":  # float32 SeedQuantum throughput, batch sharded over 2 host devices
         r = dc_throughput(F32, ARGS.batch, ARGS.steps, dc.SeedQuantum(), devices=2)
     elif mode == "mjx-default":  # MJX with JAX's default XLA CPU flags
-        import peers
+        from diffchain._bench import peers
         jax.config.update("jax_enable_x64", False)
         r = peers.mjx_rollout_throughput([1.0] * (N_LINKS + 1), [1.0] * N_LINKS, n_steps=max(ARGS.mjx_steps // 4, 10),
                                          batch=ARGS.mjx_batch, dt=DT)
@@ -321,13 +321,13 @@ def run_worker(mode):
 
 
 def section_throughput():
-    import peers
+    from diffchain._bench import peers
 
     R.add(f"## 2. Batched rollout throughput, {N_LINKS}-link pendulum (n = {N_LINKS + 1} points)\n")
     R.add(f"Masses 1, lengths 1, dt = {DT:g}, zero torque, initial joint angles uniform in [-π, π], velocities 0. "
           "copy-steps/s = copies × steps / wall time of the timed run (median of the repeats; best in brackets). "
           "diffchain: `jit(vmap(rollout))` (final state only returned), Recursive solver, drift correction on "
-          "(the integrator's default, δε = 5 dt). MuJoCo: hinge joints, contacts off (peers.py).\n")
+          "(the integrator's default, δε = 5 dt). MuJoCo: hinge joints, contacts off (diffchain/_bench/peers.py).\n")
     masses, lengths = [1.0] * (N_LINKS + 1), [1.0] * N_LINKS
     B, T = ARGS.batch, ARGS.steps
     rows, res = [], {}

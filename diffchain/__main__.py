@@ -1,9 +1,10 @@
-"""Command line of diffchain: ``python -m diffchain demo [--out PATH] [--links 5] [--seconds 10] [--gif]`` and
-``python -m diffchain events [--out PATH] [--gif PATH]`` (a chain falling onto the ground against joint limits).
+"""Command line of diffchain: ``python -m diffchain demo [--out PATH] [--links 5] [--seconds 10] [--gif]``,
+``python -m diffchain events [--out PATH] [--gif PATH]`` (a chain falling onto the ground against joint limits) and
+``python -m diffchain bench [--quick] [--device cpu|gpu] [--out PATH]`` (throughput, gradients and compile times
+against peers, :mod:`diffchain._bench.suite`).
 
 ``demo`` releases an n-link pendulum from rest in a bent pose, integrates it with RK4 under ``jax.jit`` and writes a
 picture: the stroboscopic motion on the left, the relative energy error and the rod-length error on the right.
-(A ``bench`` subcommand is planned; the sub-parser layout leaves room for it.)
 """
 from __future__ import annotations
 
@@ -103,6 +104,15 @@ def events(args) -> int:
     return 0
 
 
+def bench(args) -> int:
+    import jax
+
+    from diffchain._bench.suite import main as bench_main
+
+    jax.config.update("jax_enable_x64", True)  # float64 rows (float32 ones cast their models and starts)
+    return bench_main(args)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m diffchain",
                                      description="diffchain: differentiable dynamics of planar kinematic chains in JAX")
@@ -127,14 +137,30 @@ def main(argv=None) -> int:
     e.add_argument("--steps", type=int, default=1500, help="number of quanta (default: %(default)s)")
     e.add_argument("--dt", type=float, default=1e-3, help="quantum length in s (default: %(default)s)")
     e.set_defaults(func=events, links=1, seconds=1.0)
+    b = sub.add_parser("bench", help="measure throughput, gradients and compile times against peers",
+                       description="Time diffchain's rollouts and their gradients on the benchmark workloads (5-, "
+                                   "20- and 100-link pendulums, cart-pole, acrobot, a four-bar, an event drop) with "
+                                   "plain JAX, MuJoCo C and MJX (when installed) measured in the same process, and "
+                                   "write a markdown report.")
+    b.add_argument("--quick", action="store_true", help="float32, batches of 1024 copies (about 2 minutes on 2 cores)")
+    b.add_argument("--device", choices=("cpu", "gpu"), default="cpu", help="where JAX runs (default: %(default)s)")
+    b.add_argument("--only", default=None, help="comma-separated workload names (pendulum5, pendulum20, pendulum100, "
+                                                "cartpole, acrobot, fourbar, drop)")
+    b.add_argument("--out", default=None, help="markdown report (default: diffchain-bench-<date>.md)")
+    b.add_argument("--no-sharding", action="store_true", help="skip the scaling across devices")
+    b.add_argument("--mode", default=None, help=argparse.SUPPRESS)
+    b.add_argument("--_shard-worker", dest="shard_worker", action="store_true", help=argparse.SUPPRESS)
+    b.set_defaults(func=bench, links=1, seconds=1.0, dt=1e-3)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 0
     if args.links < 1 or args.seconds <= 0 or args.dt <= 0:
         parser.error("--links must be >= 1, --seconds and --dt positive")
+    if args.command == "bench":
+        return args.func(args)
     try:
-        import matplotlib  # noqa: F401  (both commands draw: the `viz` extra)
+        import matplotlib  # noqa: F401  (demo and events draw: the `viz` extra)
     except ModuleNotFoundError:
         print('python -m diffchain draws with matplotlib, which is not installed: pip install "diffchain[viz]"',
               file=sys.stderr)

@@ -26,6 +26,7 @@ except ModuleNotFoundError:  # Python 3.10: pytest depends on tomli there
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # The modules that draw (matplotlib: the `viz` extra); `import diffchain` imports none of them.
 DRAWING = {"viz.py", "_events/demo.py", "__main__.py"}
+BENCH = "_bench/"  # the benchmark suite of the command line: its peers are the `bench` extra
 # distribution name -> the top-level module it provides. A dependency missing here fails the tests below with a
 # KeyError: add it.
 MODULE_OF = {"jax": "jax", "jaxlib": "jaxlib", "equinox": "equinox", "numpy": "numpy", "jaxtyping": "jaxtyping",
@@ -87,13 +88,17 @@ def _imports(paths, local=()):
 def test_runtime_dependencies_are_what_the_library_imports():
     project = _project()
     library = [p for p in (ROOT / "diffchain").rglob("*.py")
-               if p.relative_to(ROOT / "diffchain").as_posix() not in DRAWING]
+               if p.relative_to(ROOT / "diffchain").as_posix() not in DRAWING
+               and not p.relative_to(ROOT / "diffchain").as_posix().startswith(BENCH)]
     assert len(library) > 10
     # jaxlib: JAX's compiled half, which diffchain uses through jax (and whose version it reads to set XLA flags)
     assert _modules(project["dependencies"], project["optional-dependencies"]) == _imports(library) | {"jaxlib"}
     drawing = [ROOT / "diffchain" / name for name in DRAWING]
     assert (_imports(drawing) - _imports(library)
             == _modules(project["optional-dependencies"]["viz"], project["optional-dependencies"]) == {"matplotlib"})
+    bench = sorted((ROOT / "diffchain" / BENCH).glob("*.py"))
+    assert (_imports(bench) - _imports(library)
+            == _modules(project["optional-dependencies"]["bench"], project["optional-dependencies"]) == {"mujoco"})
 
 
 def test_extras_cover_what_tests_and_examples_import():
@@ -101,7 +106,7 @@ def test_extras_cover_what_tests_and_examples_import():
     extras = project["optional-dependencies"]
     runtime = _modules(project["dependencies"], extras)
     tests = sorted((ROOT / "tests").rglob("*.py"))
-    local = [p.stem for p in tests + sorted((ROOT / "benchmarks").glob("*.py"))]  # tests import benchmarks/peers.py
+    local = [p.stem for p in tests + sorted((ROOT / "benchmarks").glob("*.py"))]
     assert _imports(tests, local) - runtime - _modules(extras["test"], extras) == set()
     assert {"matplotlib", "build", "setuptools"} <= _modules(extras["test"], extras)  # the packaging test builds
     examples = sorted((ROOT / "examples").glob("*.py")) + sorted((ROOT / "examples").glob("*.ipynb"))
@@ -165,7 +170,7 @@ def test_sdist_and_wheel_hold_what_they_should_and_the_sdist_tests_pass_installe
     with tarfile.open(sdist) as tar:
         in_sdist = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
     want = {"LICENSE", "README.md", "pyproject.toml", "mkdocs.yml", "tests/conftest.py", "tests/strategies.py",
-            "benchmarks/peers.py", "examples/quickstart.ipynb"}
+            "diffchain/_bench/peers.py", "examples/quickstart.ipynb"}
     for pattern in ("tests/**/*.py", "docs/*.png", "docs/**/*.md", "examples/*.py", "examples/*.ipynb",
                     "benchmarks/*.py", "benchmarks/results/*.md", "diffchain/**/*.py"):
         want |= {p.relative_to(ROOT).as_posix() for p in ROOT.glob(pattern)}

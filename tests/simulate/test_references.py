@@ -1,6 +1,5 @@
 """Physics checked against references computed another way: closed forms, invariants, MuJoCo."""
 import os
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -145,9 +144,8 @@ mujoco = pytest.importorskip("mujoco") if os.environ.get("DIFFCHAIN_NO_MUJOCO") 
 
 @pytest.mark.skipif(mujoco is None, reason="MuJoCo not installed")
 def test_pendulum_against_mujoco():
-    """n-link point-mass pendulum: joint accelerations equal MuJoCo's (benchmarks/peers.py builds the MJCF)."""
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
-    import peers
+    """n-link point-mass pendulum: joint accelerations equal MuJoCo's (diffchain._bench.peers builds the MJCF)."""
+    from diffchain._bench import peers
 
     rng = np.random.default_rng(2)
     fd = jax.jit(lambda c, s, u: dc.forward_dynamics(c, s, u))

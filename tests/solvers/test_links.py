@@ -1,6 +1,5 @@
 """Rigid links with distributed mass (issue 5 item 1): recursion vs KKT vs closed forms vs MuJoCo."""
 import os
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -81,8 +80,7 @@ def test_inertial_links_against_mujoco():
     """A pendulum of rigid links with offset centres of mass and point masses: joint accelerations equal MuJoCo's
     (each MuJoCo body carries its link and its tip point combined by the parallel-axis theorem)."""
     pytest.importorskip("mujoco")
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
-    import peers
+    from diffchain._bench import peers
 
     rng = np.random.default_rng(7)
     fd = jax.jit(lambda c, s, u: dc.forward_dynamics(c, s, u))

@@ -10,9 +10,9 @@ Each link is a body with a hinge about axis (0, -1, 0) at its base, so that
 positive joint angles are counter-clockwise in our convention, and it holds
 the mass of its tip point. One gear-1 motor per hinge, so ctrl = tau.
 
-Usage: ``sys.path.insert(0, "benchmarks"); import peers``.
-Run ``python benchmarks/peers.py`` for a self-check against closed forms
-and a throughput report.
+Usage: ``from diffchain._bench import peers`` (needs the ``bench`` extra).
+Run ``python -m diffchain._bench.peers`` for a self-check against closed
+forms and a throughput report.
 """
 
 import time

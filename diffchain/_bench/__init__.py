@@ -1,0 +1,1 @@
+"""The benchmark suite of ``python -m diffchain bench`` (:mod:`diffchain._bench.suite`): workloads and peers."""

@@ -1,0 +1,61 @@
+"""The benchmark suite of ``python -m diffchain bench``: its baselines are the same models, and the command runs."""
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import diffchain as dc
+from diffchain._bench import workloads as wl
+
+
+@pytest.mark.parametrize("n_links", [1, 3, 7])
+def test_reduced_pendulum_equals_the_recursion(n_links):
+    """The plain-JAX baseline's Lagrangian in absolute link angles (written out by hand) against diffchain's recursion
+    at random states, masses and lengths: the two sides of the benchmark simulate the same model."""
+    rng = np.random.default_rng(n_links)
+    m, l = rng.uniform(0.5, 2.0, n_links), rng.uniform(0.5, 1.5, n_links)
+    chain = dc.pendulum(n_links, mass=m, length=l)
+
+    @jax.jit
+    def both(th, thd):
+        s = dc.from_joint_angles(chain, th, thd)
+        alpha = dc.joint_accelerations(s, dc.forward_dynamics(chain, s))[:n_links]
+        return jnp.cumsum(alpha), wl.reduced_pendulum_accel(jnp.cumsum(th), jnp.cumsum(thd), chain.m[1:], chain.l)
+
+    for _ in range(3):
+        th, thd = rng.uniform(-np.pi, np.pi, n_links), rng.uniform(-2, 2, n_links)
+        recursion, reduced = both(jnp.asarray(th), jnp.asarray(thd))
+        np.testing.assert_allclose(recursion, reduced, rtol=1e-10, atol=1e-10)
+
+
+def test_workloads_agree_with_their_baselines_and_are_float32():
+    """Every workload with a closed-form baseline agrees with it at a random state, and a float32 workload's model and
+    starts hold float32 arrays only (a float64 leaf would make its "float32" row a float64 program)."""
+    for w in wl.workloads():
+        if w.reduced is not None:
+            assert w.reduced(jnp.float64)[3](jnp.float64) < 1e-9, w.name
+            starts, *_ = w.reduced(jnp.float32)
+            assert {a.dtype for a in starts(2, 0)} == {jnp.dtype(jnp.float32)}, w.name
+        model, starts = w.build(jnp.float32)
+        leaves = jax.tree_util.tree_leaves((model, starts(2, 0)))
+        floats = {a.dtype for a in leaves if isinstance(a, jax.Array) and jnp.issubdtype(a.dtype, jnp.floating)}
+        assert floats == {jnp.dtype(jnp.float32)}, (w.name, floats)
+
+
+@pytest.mark.slow
+def test_command_writes_the_report(tmp_path):
+    """``python -m diffchain bench --quick --only pendulum5`` prints and writes the report's tables."""
+    out = tmp_path / "report.md"
+    run = subprocess.run([sys.executable, "-m", "diffchain", "bench", "--quick", "--only", "pendulum5", "--no-sharding",
+                          "--out", str(out)], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    text = out.read_text()
+    for heading in ("## The same model on every side", "## Forward rollouts", "## Gradients"):
+        assert heading in text
+    rows = [line for line in text.splitlines() if line.startswith("| 5-link pendulum | float32 | 1024 |")]
+    assert len(rows) == 2  # a forward row and a gradient row
+    rate = float(rows[0].split("|")[5])
+    assert rate > 0
