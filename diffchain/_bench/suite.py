@@ -19,16 +19,18 @@ import subprocess
 import sys
 import time
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .workloads import DT, workloads
 
-MODES = {  # dtypes, batch sizes, gradient batch sizes, work per measurement (copy-steps x points), repeats
-    "quick": (("float32",), (1024,), (1024,), 2e6, 3),
-    "full": (("float32", "float64"), (1, 1024, 65536), (1, 1024), 2e7, 5),
-    "gpu": (("float32", "float64"), (1, 1024, 65536, 262144), (1024, 65536), 2e9, 5),
+MODES = {  # dtypes, batch sizes, gradient batch sizes, work per measurement (copy-steps x points), repeats,
+    # the largest batch x points measured (on CPU the plain-JAX baseline of 65536 100-link chains takes minutes)
+    "quick": (("float32",), (1024,), (1024,), 1e6, 3, None),
+    "full": (("float32", "float64"), (1, 1024, 65536), (1024,), 2e6, 3, 2e6),
+    "gpu": (("float32", "float64"), (1, 1024, 65536, 262144), (1024, 65536), 2e9, 5, None),
 }
 
 
@@ -50,7 +52,7 @@ def _timed(f, args, repeats):
     return statistics.median(times), compile_s
 
 
-def _mujoco(masses, lengths, B, T, threads):
+def _mujoco(masses, lengths, B, T, threads, repeats=3):
     """MuJoCo C copy-steps/s of B copies x T steps (semi-implicit Euler, same dt), ``threads`` MjData."""
     import mujoco
     from mujoco import rollout
@@ -71,7 +73,7 @@ def _mujoco(masses, lengths, B, T, threads):
     data = datas[0] if threads == 1 else datas
     rollout.rollout(m, data, x0, ctrl, state=state)  # warm-up
     times = []
-    for _ in range(3):
+    for _ in range(repeats):
         t0 = time.perf_counter()
         rollout.rollout(m, data, x0, ctrl, state=state)
         times.append(time.perf_counter() - t0)
@@ -122,11 +124,12 @@ def _ratio(a, b):
 
 
 def run_suite(mode, only=None, log=print):
-    """Measure every workload (or those named in ``only``); returns the markdown report's lines."""
-    dtypes, batches, grad_batches, work, repeats = MODES[mode]
+    """Measure every workload (or those named in ``only``): the rows of the report's tables (forward, gradient, model
+    agreement) and the forward rates by (workload, dtype, copies)."""
+    dtypes, batches, grad_batches, work, repeats, most = MODES[mode]
     threads = os.cpu_count() or 1
     has_mujoco = _available("mujoco")
-    fwd_rows, grad_rows, check_rows = [], [], []
+    fwd_rows, grad_rows, check_rows, rates = [], [], [], {}
     for w in workloads():
         if only and w.name not in only:
             continue
@@ -138,11 +141,15 @@ def run_suite(mode, only=None, log=print):
             dtype = jnp.dtype(dtype_name)
             model, starts = w.build(dtype)
             reduced = w.reduced(dtype) if w.reduced is not None else None
-            for B in sorted(set(batches) | set(grad_batches)):
+            # a workload whose gradient is costly to compile takes it at its own batch size, and not in quick mode
+            gradients = grad_batches if w.grad_copies is None else () if mode == "quick" else (w.grad_copies,)
+            for B in sorted(set(batches) | set(gradients)):
+                if most is not None and B * w.points > most:
+                    continue
                 T = _steps(work, B, w.points)
                 s0 = starts(B, 0)
                 fwd, c_fwd = _timed(lambda s: w.run(model, s, T), (s0,), repeats)
-                rate = B * T / fwd
+                rate = rates[w.name, dtype_name, B] = B * T / fwd
                 r_rate = None
                 if reduced is not None:
                     r0 = reduced[0](B, 0)
@@ -151,14 +158,15 @@ def run_suite(mode, only=None, log=print):
                 if B in batches:
                     mj1 = mjn = None
                     if w.mujoco is not None and has_mujoco:
-                        mj1 = _mujoco(*w.mujoco, B, T, 1)
-                        mjn = _mujoco(*w.mujoco, B, T, threads) if threads > 1 and B >= threads else mj1
+                        mj1 = _mujoco(*w.mujoco, B, T, 1, repeats) if B <= 1024 else None
+                        mjn = _mujoco(*w.mujoco, B, T, threads, repeats) if threads > 1 and B >= threads else mj1
                     fwd_rows.append([w.label, dtype_name, str(B), str(T), _fmt(rate), f"{c_fwd:.1f} s", _fmt(r_rate),
                                      _ratio(rate, r_rate), _fmt(mj1), _fmt(mjn), _ratio(rate, mjn)])
                     log(f"  {w.name} {dtype_name} B={B} T={T}: {rate:.3g} copy-steps/s (compile {c_fwd:.1f} s), plain "
                         f"JAX {_fmt(r_rate)}, MuJoCo 1/{threads} threads {_fmt(mj1)}/{_fmt(mjn)}")
-                if B in grad_batches and not (mode == "quick" and w.name == "drop"):
-                    grad, c_grad = _timed(jax.grad(lambda s: w.loss(model, s, T)), (s0,), repeats)
+                if B in gradients:
+                    gradient = eqx.filter_grad(lambda s: w.loss(model, s, T))  # (an EventState holds boolean masks)
+                    grad, c_grad = _timed(lambda s: gradient(s), (s0,), repeats)
                     r_ratio = None
                     if reduced is not None:
                         r_grad, _ = _timed(jax.grad(lambda s: reduced[2](s, T)), (r0,), repeats)
@@ -167,7 +175,7 @@ def run_suite(mode, only=None, log=print):
                                       f"{grad / fwd:.2f}", f"{c_grad:.1f} s", _fmt(r_ratio),
                                       _ratio(r_grad, grad) if reduced is not None else "–"])
                     log(f"  {w.name} {dtype_name} B={B}: gradient / forward {grad / fwd:.2f} (compile {c_grad:.1f} s)")
-    return fwd_rows, grad_rows, check_rows
+    return fwd_rows, grad_rows, check_rows, rates
 
 
 def _mujoco_check(masses, lengths):
@@ -206,7 +214,7 @@ def sharding_scaling(B, T, repeats=3):
 
 
 def _shard_worker(mode):
-    _, batches, _, work, repeats = MODES[mode]
+    _, batches, _, work, repeats, _ = MODES[mode]
     B = max(batches) // 64 * 64
     T = _steps(work, B, 6)
     print("RESULT " + json.dumps({"B": B, "T": T, "rates": sharding_scaling(B, T, repeats)}), flush=True)
@@ -247,7 +255,7 @@ def main(args) -> int:
     only = set(args.only.split(",")) if args.only else None
     print(f"diffchain bench ({mode}): {len(workloads()) if not only else len(only)} workloads", flush=True)
     lines = ["# diffchain benchmark", ""] + machine(args.device) + [""]
-    fwd_rows, grad_rows, check_rows = run_suite(mode, only, log=lambda s: print(s, flush=True))
+    fwd_rows, grad_rows, check_rows, rates = run_suite(mode, only, log=lambda s: print(s, flush=True))
     lines += ["## The same model on every side", "",
               "max |accelerations (diffchain) − accelerations (peer)| at a random state, float64:", ""]
     lines += table(["workload", "peer", "max difference"], check_rows) + [""]
@@ -260,14 +268,14 @@ def main(args) -> int:
     lines += table(["workload", "dtype", "copies", "steps", "diffchain", "compile", "plain JAX", "diffchain / plain",
                     "MuJoCo 1 thread", f"MuJoCo {os.cpu_count()} threads", "diffchain / MuJoCo"], fwd_rows) + [""]
     lines += ["## Gradients", "",
-              "`jax.grad` of the sum of squares of the final positions and velocities with respect to the starts "
+              "`jax.grad` of the sum of squares of the final positions and velocities with respect to the starts' arrays "
               "(the forward pass included), against the forward rollout of the same batch.", ""]
     lines += table(["workload", "dtype", "copies", "steps", "forward", "gradient", "gradient / forward",
                     "compile", "plain JAX gradient / forward", "diffchain gradient speed / plain JAX's"],
                    grad_rows) + [""]
     if mode == "quick":
-        lines += ["(quick mode: float32, 1024 copies, no gradient of the event drop, whose program compiles in ~25 s; "
-                  "the full run adds float64, 1 and 65536 copies, and the gradients of one copy.)", ""]
+        lines += ["(quick mode: float32, 1024 copies, no gradient of the event drop, whose program compiles in 30-40 s; "
+                  "the full run adds float64, 1 and 65536 copies.)", ""]
     if not args.no_sharding:
         if jax.devices()[0].platform == "cpu":
             res = _shard_subprocess(mode, print)
@@ -277,14 +285,17 @@ def main(args) -> int:
             res = {"B": B, "T": T, "rates": sharding_scaling(B, T)}
         if res:
             mj = res["rates"].pop("mujoco", None)
-            rates = {int(k): v for k, v in res["rates"].items()}
             lines += ["## A batch sharded across devices (`diffchain.shard`)", "",
                       f"5-link pendulum, float32, {res['B']} copies × {res['T']} steps, as above; on CPU one host device "
                       f"per core (`--xla_force_host_platform_device_count`). Against MuJoCo C on every core "
                       f"({_fmt(mj)} copy-steps/s in the same process): every core on both sides.", ""]
-            lines += table(["devices", "copy-steps/s", "speed-up", "diffchain / MuJoCo (every core)"],
-                           [[str(k), _fmt(v), f"{v / rates[1]:.2f}×", _ratio(v, mj)]
-                            for k, v in sorted(rates.items())]) + [""]
+            sharded = {int(k): v for k, v in res["rates"].items()}
+            rows = [[str(k), _fmt(v), f"{v / sharded[1]:.2f}×", _ratio(v, mj)] for k, v in sorted(sharded.items())]
+            alone = rates.get(("pendulum5", "float32", res["B"]))
+            if alone is not None:  # (a process with several host devices runs a one-device program slower)
+                rows.insert(0, ["1, in a process with one device (the row above)", _fmt(alone),
+                                f"{alone / sharded[1]:.2f}×", _ratio(alone, mj)])
+            lines += table(["devices", "copy-steps/s", "speed-up", "diffchain / MuJoCo (every core)"], rows) + [""]
     lines += [f"Total time: {time.perf_counter() - t_start:.0f} s.", ""]
     out = args.out or f"diffchain-bench-{datetime.date.today().isoformat()}{'-quick' if mode == 'quick' else ''}.md"
     with open(out, "w") as f:

@@ -32,6 +32,7 @@ class Workload(NamedTuple):
     loss: Callable                     # (model, starts, T) -> scalar (its gradient: the backward program)
     reduced: Callable | None = None    # dtype -> (starts(B, seed), run(starts, T), loss(starts, T), accel check)
     mujoco: tuple | None = None        # (masses, lengths) of a MuJoCo pendulum chain (diffchain._bench.peers)
+    grad_copies: int | None = None     # the one batch size of its gradient (else the mode's)
 
 
 def cast(tree, dtype):
@@ -215,5 +216,5 @@ def workloads():
             Workload("acrobot", "acrobot (seed §13)", 3, acro_build, *sie, acro_reduced),
             Workload("fourbar", "four-bar mechanism", 2, _four_bar, *sie),
             Workload("drop", "6-point chain dropped on the ground, joint limits (events)", 6, _drop, _drop_run,
-                     _drop_loss)]
+                     _drop_loss, grad_copies=16)]  # (its batched gradient compiles for minutes at 1024 copies)
     return out

@@ -51,13 +51,14 @@ def _operator(chain: Chain, x, solver: Solver):
     """``solve(fx, fy, c_rod, c1, c2) -> (qx, qy)``: the q of [[M, J^T], [J, 0]] [q; y] = [f; c] with J = J(x).
 
     c_rod (n-1,): right-hand sides of the rod rows r_k^T (q_{k+1} - q_k); c1, c2 (n,): of the point rows, q_i at a
-    guided point, s_i^T q_i (c1) on a slider; entries of rows switched off are ignored. ``Recursive()`` solves it by the O(n)
-    recursion, any dense solver as the dense system (O(n^3))."""
+    guided point, s_i^T q_i (c1) on a slider; entries of rows switched off are ignored. The solvers of serial chains
+    (``chains_only``: ``Recursive()``, ``ShortChain()``) solve it by the O(n) recursion, a dense solver as the dense
+    system (O(n^3))."""
     n = chain.n
     g, sl = chain.guided, chain.slider_mask
     on = chain.rod_on
     sx, sy = chain.s[:, 0], chain.s[:, 1]
-    if not isinstance(solver, Recursive):
+    if not solver.chains_only:
         J, _, mask = constraint_jacobian(chain, State(x), jnp.zeros_like(x))
         M = mass_matrix(chain)
         K = jnp.block([[M, J.T], [J, jnp.diag(jnp.where(mask, 0.0, 1.0).astype(J.dtype))]])

@@ -217,21 +217,20 @@ def rollout(model, state: State, controls, dt, *, n_steps: int | None = None, so
         pending += state_checks(model, state)
     if pending:  # one run-time check, tied to the start (small: no array of the inputs passes through it)
         state = State(runtime_checks((state.x,), pending)[0], state.v, state.t)
-    chain = model
 
-    def plain(chain, state, controls):
-        return _rollout(chain, state, controls, dt, n_steps, solver, integrator, checkpoint)
+    def plain(model, state, controls):
+        return _rollout(model, state, controls, dt, n_steps, solver, integrator, checkpoint)
 
     if backend is None:
-        final, traj = plain(chain, state, controls)
+        final, traj = plain(model, state, controls)
     elif not isinstance(backend, Backend):
         raise TypeError(f"rollout: backend must be None or a diffchain backend such as diffchain.PointMajor(), got "
                         f"{describe(backend)}")
     else:
-        final, traj = backend.rollout(plain, chain, state, controls, dt=dt, n_steps=n_steps, solver=solver,
+        final, traj = backend.rollout(plain, model, state, controls, dt=dt, n_steps=n_steps, solver=solver,
                                       integrator=integrator)
     if check:  # the run itself: finite and on its constraints (diffchain._analysis.diagnosis): its final state
-        final, traj = check_run("rollout", chain, final, traj, REMEDY)
+        final, traj = check_run("rollout", model, final, traj, REMEDY)
     return final, traj
 
 

@@ -205,6 +205,20 @@ def test_every_solver_agrees_with_kkt_on_chains(name, n, seed, links):
     assert np.allclose(np.asarray(dc.joint_accelerations(state, out[0]))[held], alpha_w[held], atol=1e-9), desc
 
 
+@pytest.mark.parametrize("name", ["Recursive", "ShortChain"])
+def test_projection_by_the_recursion_equals_the_dense_one(name):
+    """dc.project of a chain off its constraints (guided points, sliders): the recursion's saddle-point solves equal
+    the dense system's, positions and velocities to 1e-10, and the result is on the rods."""
+    chain, state, _, desc = make_problem(5, 3, "random", kinds=True, links=False)
+    rng = np.random.default_rng(4)
+    off = dc.State(state.x + 1e-3 * rng.standard_normal(state.x.shape), state.v + rng.standard_normal(state.x.shape))
+    project = jax.jit(dc.project, static_argnums=2)
+    p = project(chain, off, 3, SOLVERS[name])
+    p_k = project(chain, off, 3, dc.KKT())
+    assert _rel(p.x, p_k.x) <= 1e-10 and _rel(p.v, p_k.v) <= 1e-10, desc
+    assert float(dc.constraint_violation(chain, p)[0]) < 1e-10, desc
+
+
 @pytest.mark.parametrize("solver", [dc.Recursive(), dc.ShortChain()], ids=["recursive", "short"])
 def test_the_recursion_refuses_a_mechanism(solver):
     with pytest.raises(TypeError, match="solves .*serial chains only"):
