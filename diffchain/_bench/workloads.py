@@ -30,7 +30,7 @@ class Workload(NamedTuple):
     build: Callable                    # dtype -> (model, starts(B, seed) -> batched start)
     run: Callable                      # (model, starts, T) -> batched final states (the forward program)
     loss: Callable                     # (model, starts, T) -> scalar (its gradient: the backward program)
-    reduced: Callable | None = None    # dtype -> (starts(B, seed), run(starts, T), loss(starts, T), accel check)
+    reduced: Callable | None = None    # dtype -> (starts(B, seed), run(starts, T), loss(starts, T), check())
     mujoco: tuple | None = None        # (masses, lengths) of a MuJoCo pendulum chain (diffchain._bench.peers)
     grad_copies: int | None = None     # the one batch size of its gradient (else the mode's)
 
@@ -81,7 +81,7 @@ def reduced_pendulum_accel(phi, omega, m, l, g=G):
     return jnp.linalg.solve(M, -c - g * l * jnp.cos(phi) * tail)
 
 
-def _reduced(accel, n_q, sample, to_check):
+def _reduced(accel, sample, check):
     """A plain-JAX baseline: ``accel(q, qd) -> q_dd`` stepped by semi-implicit Euler in ``jax.lax.scan``, vmapped."""
     def build(dtype):
         def starts(B, seed):
@@ -101,7 +101,7 @@ def _reduced(accel, n_q, sample, to_check):
             q, qd = run(starts, T)
             return jnp.sum(q ** 2) + jnp.sum(qd ** 2)
 
-        return starts, run, loss, to_check
+        return starts, run, loss, check
     return build
 
 
@@ -111,11 +111,12 @@ def _pendulum_reduced(n_links):
     def sample(rng, B):
         return np.cumsum(rng.uniform(-np.pi, np.pi, (B, n_links)), -1), np.zeros((B, n_links))
 
-    def check(dtype):
+    def check():
         """max |phi_dd(diffchain) - phi_dd(reduced)| at a random state, float64."""
         chain = dc.pendulum(n_links, mass=1.0, length=1.0)
         rng = np.random.default_rng(7)
         th, thd = rng.uniform(-np.pi, np.pi, n_links), rng.uniform(-2, 2, n_links)
+
         @jax.jit
         def difference(th, thd):
             s = dc.from_joint_angles(chain, th, thd)
@@ -124,8 +125,7 @@ def _pendulum_reduced(n_links):
 
         return float(difference(jnp.asarray(th), jnp.asarray(thd)))
 
-    return _reduced(lambda q, qd: reduced_pendulum_accel(q, qd, m.astype(q.dtype), l.astype(q.dtype)), n_links,
-                    sample, check)
+    return _reduced(lambda q, qd: reduced_pendulum_accel(q, qd, m.astype(q.dtype), l.astype(q.dtype)), sample, check)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -145,7 +145,8 @@ def _system(bench, closed_form, n_u, spread, n_q=2):
 
         return chain, starts
 
-    def check(dtype):
+    def check():
+        """max |q_dd(diffchain) - q_dd(closed form)| at a random state, float64."""
         rng = np.random.default_rng(7)
         q, qd = (jnp.asarray(a[0]) for a in sample(rng, 1))
         u = jnp.zeros(n_u).reshape(() if n_u == 1 else (n_u,))
@@ -154,7 +155,7 @@ def _system(bench, closed_form, n_u, spread, n_q=2):
     def accel(q, qd):
         return closed_form(q, qd, jnp.zeros(() if n_u == 1 else (n_u,), q.dtype))
 
-    return build, _reduced(accel, n_q, sample, check)
+    return build, _reduced(accel, sample, check)
 
 
 # --------------------------------------------------------------------------------------------------------------------
