@@ -95,21 +95,25 @@ def mujoco_qacc(masses, lengths, theta, theta_dot, tau, **links):
 
 
 def mujoco_rollout_throughput(masses, lengths, n_steps, n_copies, dt=1e-3,
-                              seed=0):
-    """Single-thread MuJoCo C throughput for n_copies x n_steps (zero ctrl).
+                              seed=0, threads=1, repeats=1):
+    """MuJoCo C throughput for n_copies x n_steps (zero ctrl), on ``threads``
+    MjData (1: the calling thread, no pool); the median of ``repeats`` timed
+    runs after a warm-up.
 
-    Uses mujoco.rollout.rollout with a single MjData (runs on the calling
-    thread, no pool) when available, else a Python loop of mj_step.
-    Initial angles are uniform in [-pi, pi], velocities zero.
+    Uses mujoco.rollout.rollout when available, else (one thread) a Python
+    loop of mj_step. Initial angles are uniform in [-pi, pi], velocities zero.
     """
     m = _model(masses, lengths, dt=dt)
-    d = mujoco.MjData(m)
+    datas = [mujoco.MjData(m) for _ in range(threads)]
+    d = datas[0]
     rng = np.random.default_rng(seed)
     qpos0 = rng.uniform(-np.pi, np.pi, (n_copies, m.nq))
     try:
         from mujoco import rollout
     except ImportError:
         rollout = None
+    if rollout is None and threads > 1:
+        raise ImportError("mujoco.rollout is needed for threads > 1")
 
     if rollout is not None:
         spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
@@ -120,20 +124,26 @@ def mujoco_rollout_throughput(masses, lengths, n_steps, n_copies, dt=1e-3,
             mujoco.mj_getState(m, d, x0[i], spec)
         ctrl = np.zeros((n_copies, n_steps, m.nu))
         out = np.empty((n_copies, n_steps, x0.shape[1]))
-        rollout.rollout(m, d, x0[:1], ctrl[:1, :1], state=out[:1, :1])  # warm-up
-        t0 = time.perf_counter()
-        rollout.rollout(m, d, x0, ctrl, state=out)
-        seconds = time.perf_counter() - t0
-        method = "mujoco.rollout.rollout (1 MjData, calling thread)"
+        data = d if threads == 1 else datas
+
+        def run():
+            rollout.rollout(m, data, x0, ctrl, state=out)
+        method = f"mujoco.rollout.rollout ({threads} MjData)"
     else:
-        t0 = time.perf_counter()
-        for q in qpos0:
-            mujoco.mj_resetData(m, d)
-            d.qpos[:] = q
-            for _ in range(n_steps):
-                mujoco.mj_step(m, d)
-        seconds = time.perf_counter() - t0
+        def run():
+            for q in qpos0:
+                mujoco.mj_resetData(m, d)
+                d.qpos[:] = q
+                for _ in range(n_steps):
+                    mujoco.mj_step(m, d)
         method = "python loop of mujoco.mj_step"
+    run()  # warm-up
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - t0)
+    seconds = float(np.median(times))
     return {"steps_per_s": n_steps * n_copies / seconds, "seconds": seconds,
             "n_steps": n_steps, "n_copies": n_copies, "method": method}
 
