@@ -13,6 +13,7 @@ from .._constraints.held import joint_rows
 from .._solvers.base import Solver
 from .._solvers.recursive_solver import Recursive
 from .._xla.batching import rare_cond
+from .._xla.linalg import apply_q, apply_qt, cholesky, householder_qr, solve_lower, solve_upper
 from .._model.forces import external_forces, torque_forces
 from .detection import limit_arc
 from .state import EventState, Events
@@ -66,17 +67,19 @@ def _mass_metric_step(mass, J, q, target):
     part of q in the range of the rows is removed, the target's added."""
     dt, qf = q.dtype, q.reshape(-1)
     if mass.ndim == 2:
-        C = jnp.linalg.cholesky(mass)
-        A = jax.scipy.linalg.solve_triangular(C, J.T, lower=True).T
+        C = cholesky(mass)
+        A = solve_lower(C, J.T).T
         w = C.T @ qf
     else:
         sq = jnp.sqrt(mass)
         A, w = J / sq, sq * qf
+    m, k = A.shape
     mu = jnp.finfo(dt).eps ** 0.625 * jnp.max(jnp.sqrt(jnp.sum(A * A, -1)), initial=0.0)
-    Q, R = jnp.linalg.qr(jnp.concatenate([A.T, mu * jnp.eye(A.shape[0], dtype=dt)]))
-    Q1 = Q[: qf.shape[0]]
-    w_new = w - Q1 @ (Q1.T @ w) + Q1 @ jax.scipy.linalg.solve_triangular(R.T, target, lower=True)
-    q_new = jax.scipy.linalg.solve_triangular(C.T, w_new, lower=False) if mass.ndim == 2 else w_new / sq
+    R, V, beta = householder_qr(jnp.concatenate([A.T, mu * jnp.eye(m, dtype=dt)]))
+    Q1t_w = apply_qt(V, beta, jnp.concatenate([w, jnp.zeros((m,), dt)]))[:m]
+    y = solve_lower(R.T, target)  # R^-T target
+    w_new = w - apply_q(V, beta, jnp.concatenate([Q1t_w - y, jnp.zeros((k,), dt)]))[:k]
+    q_new = solve_upper(C.T, w_new) if mass.ndim == 2 else w_new / sq
     return q_new.reshape(q.shape) - q
 
 
@@ -98,7 +101,9 @@ def impulse_projection(chain: Chain, es: EventState, x, v):
     w+ = w - Q1 Q1^T w (Q1 the first 2n rows of Q): the Tikhonov form of the projection, A^T (A A^T + mu^2 I)^-1 A
     = Q1 Q1^T, whose eigenvalues lie in [0, 1), so |w+| <= |w| in floating point too (Q orthonormal). mu =
     eps^(5/8) max_k |A_k| (1.6e-10 relative in float64): constraints enforced to (mu / sigma)^2 along singular values
-    sigma of A above mu, the pseudo-inverse's null space below it; a moving guided point adds Q1 R^-T (its rate)."""
+    sigma of A above mu, the pseudo-inverse's null space below it; a moving guided point adds Q1 R^-T (its rate).
+    The factorizations are XLA loops (:mod:`diffchain._xla.linalg`), not LAPACK calls: under ``vmap`` on CPU,
+    jaxlib 0.10's batched LAPACK kernels can deadlock each other."""
     n = chain.n
     J, _ = _active_rows(chain, es, x)
     # target rates: 0, but a guided point that is not stuck keeps its velocity

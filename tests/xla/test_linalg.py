@@ -1,0 +1,91 @@
+"""The small factorizations in XLA operations (diffchain._xla.linalg) against numpy's LAPACK, and the event programs
+free of LAPACK custom calls (batched LAPACK kernels of jaxlib 0.10 deadlock XLA's CPU thread pool when two run at
+once)."""
+import re
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import diffchain as dc
+from diffchain._events.dynamics import _mass_metric_step
+from diffchain._xla.linalg import apply_q, apply_qt, cholesky, householder_qr, solve_lower, solve_upper
+
+
+def _matrices():
+    rng = np.random.default_rng(0)
+    full = rng.normal(size=(9, 5))
+    deficient = full.copy()
+    deficient[:, 3] = deficient[:, 1] + 2 * deficient[:, 0]   # rank 4
+    zero_column = full.copy()
+    zero_column[:, 2] = 0.0
+    return [full, deficient, zero_column, rng.normal(size=(4, 4))]
+
+
+@pytest.mark.parametrize("M", _matrices())
+def test_householder_qr_is_a_qr_factorization(M):
+    p, m = M.shape
+    R, V, beta = jax.jit(householder_qr)(jnp.asarray(M))
+    Q = jax.vmap(lambda e: apply_q(V, beta, e), 1, 1)(jnp.eye(p))    # Q e_j column by column
+    np.testing.assert_allclose(Q.T @ Q, np.eye(p), atol=1e-14)
+    np.testing.assert_allclose(Q[:, :m] @ R, M, atol=1e-13)
+    np.testing.assert_array_equal(np.tril(np.asarray(R), -1), 0.0)
+    if np.linalg.matrix_rank(M) == m:  # (R is unique up to the signs of its rows only then)
+        np.testing.assert_allclose(np.abs(R), np.abs(np.linalg.qr(M)[1]), rtol=1e-12, atol=1e-13)
+    b = np.random.default_rng(1).normal(size=p)
+    np.testing.assert_allclose(apply_qt(V, beta, jnp.asarray(b)), Q.T @ b, atol=1e-13)
+
+
+def test_cholesky_and_triangular_solves_equal_lapack():
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(6, 6))
+    A = X @ X.T + 0.1 * np.eye(6)
+    L = jax.jit(cholesky)(jnp.asarray(A))
+    np.testing.assert_allclose(L, np.linalg.cholesky(A), rtol=1e-12, atol=1e-14)
+    for B in (rng.normal(size=6), rng.normal(size=(6, 3))):
+        np.testing.assert_allclose(solve_lower(L, jnp.asarray(B)), np.linalg.solve(L, B), rtol=1e-11, atol=1e-13)
+        np.testing.assert_allclose(solve_upper(L.T, jnp.asarray(B)), np.linalg.solve(L.T, B), rtol=1e-11,
+                                   atol=1e-13)
+
+
+@pytest.mark.parametrize("dense", [False, True])
+def test_mass_metric_step_is_the_projection_in_the_mass_metric(dense):
+    """dq = M^-1 J^T (J M^-1 J^T)^-1 (target - J q) for full-rank rows J (unit rows, as the event rows are), with a
+    diagonal and a dense mass metric; zero rows are ignored."""
+    rng = np.random.default_rng(3)
+    J = rng.normal(size=(4, 10))
+    J /= np.linalg.norm(J, axis=1, keepdims=True)
+    q, target = rng.normal(size=(5, 2)), rng.normal(size=4)
+    if dense:
+        X = rng.normal(size=(10, 10))
+        M = X @ X.T + np.eye(10)
+        mass = M
+    else:
+        mass = rng.uniform(0.5, 2.0, 10)
+        M = np.diag(mass)
+    Minv_Jt = np.linalg.solve(M, J.T)
+    expected = Minv_Jt @ np.linalg.solve(J @ Minv_Jt, target - J @ q.reshape(-1))
+    J0 = np.concatenate([J, np.zeros((2, 10))])               # two rows switched off
+    dq = jax.jit(_mass_metric_step)(jnp.asarray(mass), jnp.asarray(J0), jnp.asarray(q),
+                                    jnp.asarray(np.concatenate([target, np.zeros(2)])))
+    np.testing.assert_allclose(dq.reshape(-1), expected, rtol=1e-8, atol=1e-10)
+
+
+def test_batched_event_programs_call_no_lapack():
+    """vmap of an event rollout with impacts, limits and the projection, and its gradient: no LAPACK custom call
+    (jaxlib 0.10's batched kernels deadlock the CPU thread pool: a 512-copy drop hung for ever)."""
+    chain = dc.free_chain(3, mass=1.0, length=0.3)
+    events = dc.Events(chain, ground=0.0, theta_min=-1.0, theta_max=1.0)
+    s = dc.from_joint_angles(chain, jnp.array([-0.8, 0.2, 0.0]), base=(0.0, 0.5))
+    es = jax.tree.map(lambda a: jnp.stack([a] * 4), dc.EventState(s))
+
+    def run(es):
+        return jax.vmap(lambda e: dc.event_rollout(chain, events, e, None, 1e-3, n_steps=3,
+                                                   integrator=dc.Projected(dc.VelocityVerlet()))[0].state.x)(es)
+
+    grad = jax.grad(lambda st: jnp.sum(run(eqx.tree_at(lambda e: e.state, es, st))))
+    for f, arg in ((run, es), (grad, es.state)):
+        calls = set(re.findall(r'custom_call_target="([^"]+)"', jax.jit(f).lower(arg).as_text(dialect="hlo")))
+        assert not [c for c in calls if "lapack" in c], calls
