@@ -147,6 +147,10 @@ def check_event_integrator(integrator, who):
                         f"Projected(), got {got}")
 
 
+# an inner program: traced once per model, shapes and options, so that every program around it (a rollout, its
+# gradient, their vmaps) reuses that trace and its derivatives (the first gradient of an event rollout traces in
+# ~8 s, the next in ~0.2 s); XLA inlines it, the compiled code is the same
+@eqx.filter_jit
 def _event_quantum(chain: Chain, events: Events, es: EventState, control: Control, dt, solver, integrator):
     """:func:`event_step` from ``es``."""
     projected = integrator if isinstance(integrator, Projected) else None

@@ -252,6 +252,7 @@ def test_quiet_trial_gives_what_the_first_slot_gives(drop, monkeypatch):
         return (*out, jnp.zeros_like(quiet))
 
     monkeypatch.setattr(ev, "_quiet_trial", never)
+    jax.clear_caches()  # the quantum is an inner jit, traced once per model: trace it again with the patch
     _, (traj_s, rep_s) = jax.jit(lambda s: dc.event_rollout(chain, events, dc.EventState(s), None, DT, n_steps=1500))(
         state)
     assert seen, "the patched quiet trial should have been traced"
