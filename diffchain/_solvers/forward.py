@@ -1,6 +1,8 @@
 """:func:`forward_dynamics`: the accelerations of any model by any solver that applies to it."""
 from __future__ import annotations
 
+import equinox as eqx
+
 from .._model.chain import Control, State
 from .._model.checks import describe
 from .._model.model import PATH, check_model
@@ -8,6 +10,9 @@ from .base import Solver, check_solver
 from .mechanism import mechanism_dynamics
 
 
+# an inner program, traced once per model, shapes and options: the steps of a rollout (RK4's four stages), its
+# gradient and their vmaps reuse that trace and its derivatives; XLA inlines it
+@eqx.filter_jit
 def accelerations(model, state: State, control: Control, solver: Solver, stab=None):
     """a (N, 2) of ``model`` (no checks: the integrators' acceleration function): a chain's own solve (seed 000 Part
     I), a mechanism's constrained system M q_dd = Q + J^T lambda, J q_dd = gamma (seed 001 eq. 8.36)."""
