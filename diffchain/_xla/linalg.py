@@ -5,13 +5,18 @@ done; when as many of them run at once as the pool has threads (two independent 
 ``orgqr`` and a triangular solve with its R), every thread waits and the program hangs for ever at 0 % CPU (seen with
 ``vmap`` of an event rollout over 512 copies). The event quantum's projections
 (:func:`diffchain._events.dynamics._mass_metric_step`) therefore use these loops: the same arithmetic (Householder QR,
-Cholesky, substitution), one ``lax.fori_loop`` over the columns each, the same program on every backend and under
-``vmap`` and its derivatives.
+Cholesky, substitution), one ``lax.scan`` over the columns each (reverse-differentiable), the same program on every
+backend and under ``vmap`` and its derivatives.
 """
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+
+
+def _columns(n, body, init):
+    """``body(k, carry)`` for k = 0 .. n-1 as a ``lax.scan`` (a static trip count: reverse mode passes through it)."""
+    return jax.lax.scan(lambda c, k: (body(k, c), None), init, jnp.arange(n))[0]
 
 
 def _safe_sqrt(s):
@@ -37,19 +42,19 @@ def householder_qr(M):
         b = jnp.where(vv > 0, 2.0 / jnp.where(vv > 0, vv, 1.0), 0.0)
         return M - b * jnp.outer(v, v @ M), V.at[k].set(v), beta.at[k].set(b)
 
-    M, V, beta = jax.lax.fori_loop(0, m, step, (M, jnp.zeros((m, p), M.dtype), jnp.zeros((m,), M.dtype)))
+    M, V, beta = _columns(m, step, (M, jnp.zeros((m, p), M.dtype), jnp.zeros((m,), M.dtype)))
     return jnp.triu(M[:m]), V, beta
 
 
 def apply_qt(V, beta, b):
     """Q^T b = H_{m-1} ... H_0 b for the reflectors of :func:`householder_qr` (b: (p,))."""
-    return jax.lax.fori_loop(0, V.shape[0], lambda k, b: b - beta[k] * V[k] * (V[k] @ b), b)
+    return _columns(V.shape[0], lambda k, b: b - beta[k] * V[k] * (V[k] @ b), b)
 
 
 def apply_q(V, beta, b):
     """Q b = H_0 ... H_{m-1} b for the reflectors of :func:`householder_qr` (b: (p,))."""
     m = V.shape[0]
-    return jax.lax.fori_loop(0, m, lambda i, b: b - beta[m - 1 - i] * V[m - 1 - i] * (V[m - 1 - i] @ b), b)
+    return _columns(m, lambda i, b: b - beta[m - 1 - i] * V[m - 1 - i] * (V[m - 1 - i] @ b), b)
 
 
 def cholesky(A):
@@ -61,7 +66,7 @@ def cholesky(A):
         col = jnp.where(rows >= j, A[:, j] - L @ L[j], 0.0)
         return L.at[:, j].set(col / jnp.sqrt(col[j]))
 
-    return jax.lax.fori_loop(0, n, step, jnp.zeros_like(A))
+    return _columns(n, step, jnp.zeros_like(A))
 
 
 def solve_lower(L, B):
@@ -74,7 +79,7 @@ def solve_lower(L, B):
         xi = (B[i] - L[i] @ X) / jnp.where(d != 0, d, 1.0)
         return X.at[i].set(jnp.where(d != 0, xi, 0.0))
 
-    return jax.lax.fori_loop(0, n, step, jnp.zeros_like(B))
+    return _columns(n, step, jnp.zeros_like(B))
 
 
 def solve_upper(U, B):
@@ -88,4 +93,4 @@ def solve_upper(U, B):
         xi = (B[i] - U[i] @ X) / jnp.where(d != 0, d, 1.0)
         return X.at[i].set(jnp.where(d != 0, xi, 0.0))
 
-    return jax.lax.fori_loop(0, n, step, jnp.zeros_like(B))
+    return _columns(n, step, jnp.zeros_like(B))

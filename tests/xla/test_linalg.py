@@ -72,6 +72,25 @@ def test_mass_metric_step_is_the_projection_in_the_mass_metric(dense):
     np.testing.assert_allclose(dq.reshape(-1), expected, rtol=1e-8, atol=1e-10)
 
 
+def test_mass_metric_step_reverse_mode_matches_central_differences():
+    """grad through the loops (QR, Cholesky, substitutions) of the dense-metric projection step, with respect to the
+    metric, the rows, the point and the target, equals central differences."""
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(6, 6))
+    args = (jnp.asarray(X @ X.T + np.eye(6)), jnp.asarray(rng.normal(size=(3, 6))), jnp.asarray(rng.normal(size=(3, 2))),
+            jnp.asarray(rng.normal(size=3)))
+    w = jnp.asarray(rng.normal(size=(3, 2)))
+    f = lambda *a: jnp.sum(w * _mass_metric_step(*a))  # noqa: E731
+    grads = jax.jit(jax.grad(f, argnums=(0, 1, 2, 3)))(*args)
+    eps = 1e-6
+    for i, (a, g) in enumerate(zip(args, grads)):
+        d = jnp.asarray(rng.normal(size=a.shape))
+        plus, minus = list(args), list(args)
+        plus[i], minus[i] = a + eps * d, a - eps * d
+        fd = (f(*plus) - f(*minus)) / (2 * eps)
+        np.testing.assert_allclose(jnp.sum(g * d), fd, rtol=1e-6, atol=1e-9)
+
+
 def test_batched_event_programs_call_no_lapack():
     """vmap of an event rollout with impacts, limits and the projection: no LAPACK custom call (jaxlib 0.10's batched
     kernels deadlock the CPU thread pool: a 512-copy drop hung for ever). Its derivatives are those of the same
