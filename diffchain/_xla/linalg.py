@@ -14,9 +14,10 @@ import jax
 import jax.numpy as jnp
 
 
-def _columns(n, body, init):
-    """``body(k, carry)`` for k = 0 .. n-1 as a ``lax.scan`` (a static trip count: reverse mode passes through it)."""
-    return jax.lax.scan(lambda c, k: (body(k, c), None), init, jnp.arange(n))[0]
+def _columns(n, body, init, reverse=False):
+    """``body(k, carry)`` for k = 0 .. n-1 (n-1 .. 0 with ``reverse``) as a ``lax.scan`` (a static trip count:
+    reverse mode passes through it)."""
+    return jax.lax.scan(lambda c, k: (body(k, c), None), init, jnp.arange(n), reverse=reverse)[0]
 
 
 def _safe_sqrt(s):
@@ -53,8 +54,7 @@ def apply_qt(V, beta, b):
 
 def apply_q(V, beta, b):
     """Q b = H_0 ... H_{m-1} b for the reflectors of :func:`householder_qr` (b: (p,))."""
-    m = V.shape[0]
-    return _columns(m, lambda i, b: b - beta[m - 1 - i] * V[m - 1 - i] * (V[m - 1 - i] @ b), b)
+    return _columns(V.shape[0], lambda k, b: b - beta[k] * V[k] * (V[k] @ b), b, reverse=True)
 
 
 def cholesky(A):
@@ -87,10 +87,9 @@ def solve_upper(U, B):
     of X."""
     n = U.shape[0]
 
-    def step(k, X):
-        i = n - 1 - k
+    def step(i, X):
         d = U[i, i]
         xi = (B[i] - U[i] @ X) / jnp.where(d != 0, d, 1.0)
         return X.at[i].set(jnp.where(d != 0, xi, 0.0))
 
-    return _columns(n, step, jnp.zeros_like(B))
+    return _columns(n, step, jnp.zeros_like(B), reverse=True)
