@@ -37,7 +37,8 @@ def batch_form(one, batched, derivative, reverse=None):
     (:func:`linear_map`) whose transpose is ``one_vjp(args, res, cts, wanted)`` per chain and
     ``batched_vjp(axis_size, in_batched, args, res, cts, wanted)`` under ``vmap``, both giving the cotangents of the
     inexact leaves of ``args`` (flat; batch first under ``vmap``, for every element even of a shared argument);
-    ``cts`` is the list of the outputs' leaves' cotangents, None where zero, and ``wanted`` a tuple of bools, one per
+    ``cts`` is the list of the outputs' leaves' cotangents, None where zero or not inexact (an output that is not
+    inexact, e.g. a counter, has a float0 tangent), and ``wanted`` a tuple of bools, one per
     inexact leaf: whether reverse mode asks for its cotangent (the others may be None)."""
     f = _batched_rule(one, batched)
     g = jax.custom_jvp(f)
@@ -55,7 +56,8 @@ def batch_form(one, batched, derivative, reverse=None):
         def rule(axis_size, in_batched, args, res, cts):
             batch = lambda v, b: v if b or v is None else jnp.broadcast_to(v, (axis_size,) + jnp.shape(v))  # noqa: E731
             res, cts = jax.tree.map(batch, res, in_batched[1]), [batch(c, b) for c, b in zip(cts, in_batched[2])]
-            out = batched_vjp(axis_size, in_batched[0], args, res, cts, wanted)
+            out = [o if w else None for o, w in zip(batched_vjp(axis_size, in_batched[0], args, res, cts, wanted),
+                                                    wanted)]
             return out, [None if o is None else True for o in out]
 
         return f(args, res, cts)
@@ -65,7 +67,7 @@ def batch_form(one, batched, derivative, reverse=None):
         out, res = f_res(*primals)
         leaves, tree = jax.tree.flatten(primals)
         res_leaves, res_tree = jax.tree.flatten(res)
-        diff = [jnp.issubdtype(jnp.result_type(p), jnp.inexact) for p in leaves]
+        diff = [_inexact(p) for p in leaves]
         t_leaves = [t for t, d in zip(tree.flatten_up_to(tangents), diff) if d]
 
         def tangent(args, lin):  # the jvp of ``derivative``, the non-float arguments' tangents float0
@@ -78,11 +80,23 @@ def batch_form(one, batched, derivative, reverse=None):
             return list(vjp(tuple(jax.tree.unflatten(tree, args[:len(leaves)])),
                             jax.tree.unflatten(res_tree, args[len(leaves):]), cts, wanted))
 
-        t_out = linear_map(tangent, transpose, leaves + res_leaves, t_leaves,
-                           [jax.core.ShapedArray(jnp.shape(o), jnp.result_type(o)) for o in jax.tree.leaves(out)])
+        # the outputs' tangents: through the linear map where inexact, float0 zeros elsewhere (counters, masks)
+        out_leaves = jax.tree.leaves(out)
+        inexact = [_inexact(o) for o in out_leaves]
+        t_lin = iter(linear_map(
+            lambda args, lin: [t for t, d in zip(tangent(args, lin), inexact) if d],
+            lambda args, cts, wanted: transpose(args, _expand(cts, inexact), wanted), leaves + res_leaves, t_leaves,
+            [jax.core.ShapedArray(jnp.shape(o), jnp.result_type(o)) for o, d in zip(out_leaves, inexact) if d]))
+        t_out = [next(t_lin) if d else np.zeros(jnp.shape(o), jax.dtypes.float0) for o, d in zip(out_leaves, inexact)]
         return out, jax.tree.unflatten(jax.tree.structure(out), t_out)
 
     return g
+
+
+def _expand(cts, inexact):
+    """The cotangents of the inexact outputs, ``cts``, as a list over every output (None where not inexact)."""
+    it = iter(cts)
+    return [next(it) if d else None for d in inexact]
 
 
 # A linear map with its own transpose (what jax.custom_transpose was): reverse mode reaches a batched program
@@ -172,11 +186,16 @@ def rare_cond(pred, rare, common, operand, gather=False):
     takes it; with ``gather``, on the (at most :func:`sparse_size`) elements that take it, gathered into a small batch
     and scattered back, when few do; otherwise for the whole batch (kept where ``pred``). Each element's result is
     what the cond gives it. The gathered form is a second copy of ``rare`` in the program: nested ``gather``s multiply
-    the compile time. Derivatives (``custom_vmap`` has no reverse-mode rule) take the cond as a select of both
-    branches whose rare branch sees its operands through ``stop_gradient`` where it is not taken (what JAX does to a
-    cond on a batched predicate, here on the primal values, so that ``grad`` of a ``vmap`` has no ``stop_gradient`` of
-    a tangent to transpose: jax-ml/jax#22011), inside a cond on :func:`any_in_batch`: under ``vmap`` the rare branch
-    and its transpose are skipped for the whole batch when no element takes it."""
+    the compile time.
+
+    Derivatives. Forward mode (and reverse mode without ``gather``) takes the cond as a select of both branches whose
+    rare branch sees its operands through ``stop_gradient`` where it is not taken (what JAX does to a cond on a batched
+    predicate, here on the primal values, so that ``grad`` of a ``vmap`` has no ``stop_gradient`` of a tangent to
+    transpose: jax-ml/jax#22011), inside a cond on :func:`any_in_batch`: under ``vmap`` the rare branch and its
+    transpose are skipped for the whole batch when no element takes it, and run on all of it otherwise. With
+    ``gather``, reverse mode has a rule of its own (:func:`batch_form`): the backward pass recomputes the branch each
+    element took and pulls its cotangents back through it, under ``vmap`` gathered like the forward pass, so that a
+    rare branch taken by a few elements costs a few elements in the gradient too."""
     g1, k1 = _explicit(rare, operand)
     g0, k0 = _explicit(common, operand)
 
@@ -192,42 +211,92 @@ def rare_cond(pred, rare, common, operand, gather=False):
 
         return jax.lax.cond(outer, select, lambda x: g0(k0, x), x)
 
+    size_of = sparse_size if gather else (lambda n: n)
+
+    def by_count(axis_size, pred, common_all, rare_all, rare_on):
+        """What the batch runs: ``common_all()`` when no element takes ``rare``; ``rare_on(idx, take, size)`` (the
+        common results with those of the gathered elements ``take`` scattered in at ``idx``) when few do; otherwise
+        ``rare_all()`` (kept where ``pred``) and ``common_all()``."""
+        size, count = size_of(axis_size), jnp.sum(pred)
+
+        def keep(new, old):
+            return jax.tree.map(lambda n, o: jnp.where(pred.reshape((-1,) + (1,) * (o.ndim - 1)), n, o), new, old)
+
+        def sparse(_):
+            idx = jnp.nonzero(pred, size=size, fill_value=axis_size)[0]  # the fill index is out of range: dropped
+            return rare_on(idx, jnp.minimum(idx, axis_size - 1), size)
+
+        branches = [lambda _: common_all(), sparse, lambda _: keep(rare_all(), common_all())]
+        if size >= axis_size:
+            return jax.lax.cond(count == 0, branches[0], branches[2], None)
+        return jax.lax.switch(jnp.where(count == 0, 0, jnp.where(count <= size, 1, 2)), branches, None)
+
     def batched(axis_size, in_batched, pred, k1, k0, x):
         b_pred, b_k1, b_k0, b_x = in_batched
         x = jax.tree.map(lambda v, b: v if b else jnp.broadcast_to(v, (axis_size,) + v.shape), x, b_x)
         pred = pred if b_pred else jnp.broadcast_to(pred, (axis_size,))
         axes = lambda bs: [0 if b else None for b in bs]  # noqa: E731
-        on_all = lambda g, k, bk: lambda x: jax.vmap(g, in_axes=(axes(bk), 0), axis_size=axis_size)(k, x)  # noqa: E731
-        common_all = on_all(g0, k0, b_k0)
+        on = lambda g, k, bk, x, n: jax.vmap(g, in_axes=(axes(bk), 0), axis_size=n)(k, x)  # noqa: E731
 
-        def keep(p, new, old):
-            return jax.tree.map(lambda n, o: jnp.where(p.reshape((-1,) + (1,) * (o.ndim - 1)), n, o), new, old)
+        def rare_on(idx, take, size):
+            sub = on(g1, [v[take] if b else v for v, b in zip(k1, b_k1)], b_k1, jax.tree.map(lambda v: v[take], x), size)
+            return jax.tree.map(lambda o, n: o.at[idx].set(n, mode="drop"), on(g0, k0, b_k0, x, axis_size), sub)
 
-        def dense(x):
-            return keep(pred, on_all(g1, k1, b_k1)(x), common_all(x))
+        return by_count(axis_size, pred, lambda: on(g0, k0, b_k0, x, axis_size), lambda: on(g1, k1, b_k1, x, axis_size),
+                        rare_on)
 
-        size = sparse_size(axis_size)
+    if not gather:
+        return batch_form(plain, batched, derivative)(pred, k1, k0, operand)
 
-        def sparse(x):
-            idx = jnp.nonzero(pred, size=size, fill_value=axis_size)[0]  # the fill index is out of range: dropped
-            take = jnp.minimum(idx, axis_size - 1)
-            k1_sub = [v[take] if b else v for v, b in zip(k1, b_k1)]
-            sub = jax.vmap(g1, in_axes=(axes(b_k1), 0), axis_size=size)(k1_sub, jax.tree.map(lambda v: v[take], x))
-            return jax.tree.map(lambda o, n: o.at[idx].set(n, mode="drop"), common_all(x), sub)
+    pull_rare, pull_common = _pullback(lambda k1, k0, x: g1(k1, x)), _pullback(lambda k1, k0, x: g0(k0, x))
 
-        count = jnp.sum(pred)
-        if size >= axis_size or not gather:
-            out = jax.lax.cond(count == 0, common_all, dense, x)
-        else:
-            branch = jnp.where(count == 0, 0, jnp.where(count <= size, 1, 2))
-            out = jax.lax.switch(branch, [common_all, sparse, dense], x)
-        return out, jax.tree.map(lambda _: True, out)
+    def one_vjp(args, res, cts, wanted):
+        return jax.lax.cond(args[0], pull_rare, pull_common, args, cts)
 
-    h = jax.custom_batching.custom_vmap(plain)
-    h.def_vmap(batched)
-    h = jax.custom_jvp(h)
-    h.defjvp(lambda primals, tangents: jax.jvp(derivative, primals, tangents))
-    return h(pred, k1, k0, operand)
+    def batched_vjp(axis_size, in_batched, args, res, cts, wanted):
+        leaves, tree = jax.tree.flatten(args)
+        flags = tree.flatten_up_to(in_batched)
+        pred = args[0] if flags[0] else jnp.broadcast_to(args[0], (axis_size,))
+        in_axes = jax.tree.unflatten(tree, [0 if b else None for b in flags])
+        on = lambda pull, args, cts, n: jax.vmap(pull, in_axes=(in_axes, 0), axis_size=n)(args, cts)  # noqa: E731
+
+        def rare_on(idx, take, size):
+            sub_args = jax.tree.unflatten(tree, [v[take] if b else v for v, b in zip(leaves, flags)])
+            sub = on(pull_rare, sub_args, [None if c is None else c[take] for c in cts], size)
+            return [o.at[idx].set(n, mode="drop") for o, n in zip(on(pull_common, args, cts, axis_size), sub)]
+
+        return by_count(axis_size, pred, lambda: on(pull_common, args, cts, axis_size),
+                        lambda: on(pull_rare, args, cts, axis_size), rare_on)
+
+    reverse = (lambda *a: (plain(*a), ()), lambda n, b, *a: (batched(n, b, *a), ()), one_vjp, batched_vjp)
+    return batch_form(plain, batched, derivative, reverse)(pred, k1, k0, operand)
+
+
+def _pullback(branch):
+    """(args, cts) -> the cotangents of the inexact leaves of ``args = (pred, k1, k0, x)`` through
+    ``branch(k1, k0, x)``, for the cotangents ``cts`` of its outputs' leaves (None where zero or not inexact)."""
+    def pull(args, cts):
+        leaves, tree = jax.tree.flatten(args)
+        where = [i for i, v in enumerate(leaves) if _inexact(v)]
+
+        def f(*vals):
+            full = list(leaves)
+            for i, v in zip(where, vals):
+                full[i] = v
+            _, k1, k0, x = jax.tree.unflatten(tree, full)
+            return branch(k1, k0, x)
+
+        out, vjp = jax.vjp(f, *[leaves[i] for i in where])
+        outs = jax.tree.leaves(out)
+        cts = [(jnp.zeros_like(o) if c is None else c) if _inexact(o) else np.zeros(jnp.shape(o), jax.dtypes.float0)
+               for o, c in zip(outs, cts)]
+        return list(vjp(jax.tree.unflatten(jax.tree.structure(out), cts)))
+
+    return pull
+
+
+def _inexact(v):
+    return jnp.issubdtype(jnp.result_type(v), jnp.inexact)
 
 
 @jax.custom_batching.custom_vmap
@@ -256,7 +325,8 @@ def scan_until(body, c, xs, done):
     """The carry after ``c = body(c, x)`` for the x of ``xs`` in turn, where the steps after ``done(c)`` leave ``c``
     as it is (``done`` must stay true once true): a ``lax.scan`` whose steps are skipped by a cond once done (and
     recomputed in the reverse pass, ``jax.checkpoint``). Under ``vmap`` the steps run only while some element is not
-    done, and only on those when they are few (:func:`rare_cond`)."""
+    done, and only on those when they are few (:func:`rare_cond` with ``gather``), in the forward pass and in reverse
+    mode."""
 
     @jax.checkpoint  # in reverse mode each step stores its carry, not the many intermediates of an event slot
     def step(c, x):

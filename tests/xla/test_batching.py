@@ -152,3 +152,37 @@ def test_derivatives_skip_the_rare_branch_when_no_element_takes_it(taken):
         jax.effects_barrier()
         assert bool(calls) == (taken > 0)
         np.testing.assert_allclose(got, want, rtol=1e-14)
+
+
+@pytest.mark.parametrize("gather", [True, False])
+def test_reverse_mode_runs_the_rare_branch_where_the_forward_pass_does(gather):
+    """With ``gather``, reverse mode under vmap recomputes the rare branch and pulls back through it on the gathered
+    elements that take it, like the forward pass: a callback in the rare branch, called once per element it runs on,
+    counts sparse_size calls in the forward pass and as many again in the backward pass, in both orders of grad and
+    vmap (a select over the batch, the form of derivatives without ``gather``, runs it on all B: B calls). Forward
+    mode keeps the select. The derivatives are the cond's (closed form)."""
+    calls = []
+
+    def rare(y):
+        jax.debug.callback(lambda y: calls.append(1), y)  # (under vmap: a call per element)
+        return jnp.sin(y) * y
+
+    def f(p, y):
+        return rare_cond(p, rare, lambda y: 2.0 * y * y, y, gather)
+
+    p = jnp.arange(B) % 10 == 3  # 4 of 40 take the rare branch
+    y = jnp.linspace(-1.0, 1.0, B)
+    want = np.where(p, np.cos(y) * y + np.sin(y), 4.0 * y)
+    runs, grad_runs = (sparse_size(B), 2 * sparse_size(B)) if gather else (B, B)
+    programs = {"forward": (jax.jit(jax.vmap(f)), runs, np.where(p, np.sin(y) * y, 2 * y * y)),
+                "vmap of grad": (jax.jit(jax.vmap(jax.grad(f, 1))), grad_runs, want),
+                "grad of vmap": (jax.jit(lambda p, y: jax.grad(lambda y: jnp.sum(jax.vmap(f)(p, y)))(y)), grad_runs,
+                                 want),
+                "vmap of jvp": (jax.jit(jax.vmap(lambda p, y: jax.jvp(lambda y: f(p, y), (y,), (1.0,))[1])), None,
+                                want)}
+    for name, (g, count, value) in programs.items():
+        calls.clear()
+        got = g(p, y)
+        jax.effects_barrier()
+        assert count is None or len(calls) == count, name
+        np.testing.assert_allclose(got, value, rtol=1e-14, err_msg=name)
