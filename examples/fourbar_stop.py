@@ -29,22 +29,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 import diffchain as dc  # noqa: E402
-from diffchain import viz  # noqa: E402
+from diffchain import systems, viz  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
-
-
-def four_bar(stop):
-    b = dc.MechanismBuilder()
-    b.ground("A0", (0.0, 0.0)), b.ground("B0", (2.0, 0.0))
-    b.point("A", (0.6, 0.8)), b.point("B", (2.3, 1.4))
-    b.body("crank", "A0", "A", mass=1.0, inertia=0.1)
-    b.body("coupler", "A", "B", mass=2.0, inertia=0.5)
-    b.body("rocker", "B0", "B", mass=1.0, inertia=0.2)
-    b.attach("C", "coupler", (1.0, -0.8))
-    b.motor("drive", "ground", "crank")
-    b.limit("stop", "ground", "rocker", lo=stop)
-    return b.build()
 
 
 def main():
@@ -59,7 +46,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="the same run (it takes a second after compiling)")
     args = ap.parse_args()
 
-    linkage, start = four_bar(args.stop)
+    linkage, start = systems.four_bar(stop=args.stop)
     floor = dc.Events(linkage, ground=args.floor, contact=["C"])
     T = int(round(args.seconds / args.dt))
     torque = jnp.where(jnp.arange(T) * args.dt >= args.t_on, args.torque, 0.0)[:, None]

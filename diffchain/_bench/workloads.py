@@ -160,14 +160,7 @@ def _system(bench, closed_form, n_u, spread, n_q=2):
 
 # --------------------------------------------------------------------------------------------------------------------
 def _four_bar(dtype):
-    mb = dc.MechanismBuilder(g=G)
-    mb.ground("O", (0.0, 0.0)), mb.ground("A", (3.0, 0.0))
-    mb.point("B", (0.5, 0.9)), mb.point("C", (3.4, 2.3))
-    mb.body("crank", "O", "B", mass=1.0, inertia=0.05, length=1.0)
-    mb.body("coupler", "B", "C", mass=2.0, inertia=0.4, length=3.0)
-    mb.body("rocker", "A", "C", mass=1.5, inertia=0.2, length=2.5)
-    mech, guess = mb.build(dtype=dtype)
-    s0, _ = eqx.filter_jit(dc.assemble)(mech, guess)
+    mech, s0 = systems.four_bar(motor=False, g=G, dtype=dtype)  # (drawn assembled)
     s0, _ = eqx.filter_jit(dc.velocity_analysis)(mech, dc.State(s0.x, jnp.asarray([[-0.8, 0.5], [0.0, 0.0]], dtype)))
 
     def starts(B, seed):  # the assembled state, each copy with its own speed (J v = 0 is linear in v)

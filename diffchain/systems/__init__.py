@@ -1,4 +1,5 @@
-"""The benchmark objects of seed 000 Part III (§13–14) as diffchain chains *and* as the seed's closed-form equations.
+"""The benchmark objects of seed 000 Part III (§13–14) as diffchain chains *and* as the seed's closed-form equations;
+classic mechanisms (:func:`four_bar`).
 
 Every object has
 * a builder ``<object>(**params) -> Benchmark``: the :class:`~diffchain.Chain` plus the maps between the seed's
@@ -28,10 +29,11 @@ from .pendulums import (ACROBOT, acrobot, acrobot_closed_form, gym_pendulum, sin
 from .carts import (BOGDANOV, CARTPOLE, SI_WANG, cartpole, cartpole_closed_form, cartpole_normal_friction_closed_form,
                     double_cart_pendulum, double_cart_pendulum_closed_form, gym_cartpole, triple_cart_pendulum,
                     triple_cart_pendulum_closed_form, triple_cart_pendulum_coulomb)
+from .mechanisms import four_bar
 
 __all__ = ["Benchmark", "HALF_PI", "cart_generalized_control", "cart_q", "cart_qdd", "cart_state", "rail_normal_force",
            "ACROBOT", "acrobot", "acrobot_closed_form", "gym_pendulum", "single_pendulum",
            "single_pendulum_closed_form", "weightlifting_arm", "weightlifting_arm_closed_form", "BOGDANOV",
            "CARTPOLE", "SI_WANG", "cartpole", "cartpole_closed_form", "cartpole_normal_friction_closed_form",
            "double_cart_pendulum", "double_cart_pendulum_closed_form", "gym_cartpole", "triple_cart_pendulum",
-           "triple_cart_pendulum_closed_form", "triple_cart_pendulum_coulomb"]
+           "triple_cart_pendulum_closed_form", "triple_cart_pendulum_coulomb", "four_bar"]

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import diffchain as dc
+from diffchain import systems
 from diffchain._events.mechanism import impulse_projection
 
 LO, FLOOR, DT, T, TAU, T_ON = 1.28, -0.3, 1e-3, 1500, 30.0, 0.5
@@ -19,16 +20,7 @@ LO, FLOOR, DT, T, TAU, T_ON = 1.28, -0.3, 1e-3, 1500, 30.0, 0.5
 def fourbar(lo=LO):
     """Crank A0-A, coupler A-B with the point C below it, rocker B0-B with a stop at angle >= lo against the ground,
     a motor on the crank."""
-    b = dc.MechanismBuilder()
-    b.ground("A0", (0.0, 0.0)), b.ground("B0", (2.0, 0.0))
-    b.point("A", (0.6, 0.8)), b.point("B", (2.3, 1.4))
-    b.body("crank", "A0", "A", mass=1.0, inertia=0.1)
-    b.body("coupler", "A", "B", mass=2.0, inertia=0.5)
-    b.body("rocker", "B0", "B", mass=1.0, inertia=0.2)
-    b.attach("C", "coupler", (1.0, -0.8))
-    b.motor("drive", "ground", "crank")
-    b.limit("stop", "ground", "rocker", lo=lo)
-    return b.build()
+    return systems.four_bar(stop=lo)
 
 
 def test_bad_mechanism_event_input_is_refused():

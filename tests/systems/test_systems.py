@@ -463,3 +463,24 @@ def test_transcriptions_match_installed_gymnasium():
         pend.state = np.array([th, thd])
         pend.step(np.array([u]))
         np.testing.assert_allclose((pend.state[1] - thd) / pend.dt, gym_pendulum_thetadd(th, u), rtol=1e-9)
+
+
+def test_four_bar_is_the_crank_rocker_its_docstring_draws():
+    """systems.four_bar: the drawn state closes the loop, the link lengths are those documented, the lengths pass
+    Grashof's test with the crank shortest (s + l <= p + q: the crank turns fully, the rocker swings), and the crank
+    does turn fully: the loop assembles (Freudenstein's rocker angle exists) at every crank angle."""
+    mech, s0 = S.four_bar(stop=1.28)
+    assert mech.point_names[:5] == ("A0", "B0", "A", "B", "C") and mech.limit_names == ("stop",)
+    assert float(jnp.max(jnp.abs(mech.phi(s0.x.reshape(-1), 0.0)))) < 1e-14
+    P = {n: np.asarray(p) for n, p in zip(mech.point_names, mech.points(s0.x.reshape(-1)))}
+    d, a, b, c = (np.linalg.norm(P[u] - P[v]) for u, v in (("A0", "B0"), ("A0", "A"), ("A", "B"), ("B0", "B")))
+    np.testing.assert_allclose([a, b, c], [1.0, 1.80, 1.43], atol=5e-3)
+    s, l_ = min(a, b, c, d), max(a, b, c, d)
+    assert s == a and s + l_ <= a + b + c + d - s - l_  # Grashof, crank shortest
+    np.testing.assert_allclose(np.arctan2(*(P["B"] - P["B0"])[::-1]), 1.36, atol=5e-3)  # the rocker as drawn
+    th = np.linspace(0.0, 2 * np.pi, 73)  # B on both circles (about A, radius b; about B0, radius c) for every crank angle
+    A = np.stack([a * np.cos(th), a * np.sin(th)], -1)
+    gap = np.linalg.norm(A - P["B0"], axis=-1)
+    assert np.all((gap <= b + c) & (gap >= abs(b - c)))
+    assert S.four_bar(motor=False)[0].motor_idx.shape[0] == 0 and S.four_bar()[0].motor_idx.shape[0] == 1
+    assert S.four_bar()[0].limit_names == () and S.four_bar(dtype=jnp.float32)[0].dtype == jnp.float32
