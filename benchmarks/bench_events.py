@@ -733,7 +733,7 @@ def ladder_fns(T, stab_factor=5.0):
         return f
 
     def part1(chain, events, es, s, u):
-        return _seed_quantum(s, dc.Recursive()(chain, s, u, stab)[0], DT)
+        return _seed_quantum(s, dc.Recursive()(chain, s, u, stab).a, DT)
 
     def part2(chain, events, es, s, u):
         a, phi, tau = dc.active_dynamics_recursive(chain, s, u, es.held, es.side, es.side, stab)
@@ -796,7 +796,7 @@ def section_profile(single):
         r["ratio"] = {name: paired_ratio(v, smp["part1"]) for name, v in smp.items()}
         u1 = dc.Control(n=n, dtype=F64)
         pieces = {
-            "part1": (lambda ch, e, x, u1=u1: dc.Recursive()(ch, x.state, u1, stab)[0]),
+            "part1": (lambda ch, e, x, u1=u1: dc.Recursive()(ch, x.state, u1, stab).a),
             "part2": (lambda ch, e, x, u1=u1: dc.active_dynamics_recursive(ch, x.state, u1, x.held, x.side, x.side,
                                                                            stab)),
             "cd": (lambda ch, e, x, u1=u1: dce.constrained_dynamics(ch, e, x, x.x, x.v, x.t, u1, stab,

@@ -50,7 +50,7 @@ def main():
     print(f"# {platform.processor() or platform.machine()}, jax {jax.__version__}, {jax.devices()[0].platform}, "
           f"float64, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     solvers = {"KKT": ms.KKT(), "range": ms.RangeSpace(), "null": ms.NullSpace(), "Larin": ms.Larin()}
-    dense = {k: eqx.filter_jit(lambda m, s, sv=sv: ms.mechanism_dynamics(m, s, solver=sv)[0]) for k, sv in solvers.items()}
+    dense = {k: eqx.filter_jit(lambda m, s, sv=sv: ms.mechanism_dynamics(m, s, solver=sv).a) for k, sv in solvers.items()}
     print(f"{'n':>6} " + " ".join(f"{k + ' us':>10}" for k in solvers) + f" {'banded us':>10} {'KKT/banded':>11} {'max |da|':>9}")
     banded = jax.jit(closed_chain_dynamics)
     kkt = dense["KKT"]

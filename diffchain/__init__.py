@@ -4,7 +4,8 @@ from ._model.model import Model
 from ._model.chain import Chain, Control, State, cart_chain, free_chain, pendulum
 from ._model.geometry import (from_joint_angles, joint_accelerations, joint_angles, joint_velocities, link_angles)
 from ._model.forces import energy
-from ._solvers.base import Solver
+from ._solvers.base import Solution, Solver
+from ._solvers.rank import Info
 from ._solvers.dense import KKT, Larin, NullSpace, RangeSpace
 from ._solvers.forward import forward_dynamics
 from ._solvers.recursive_solver import Recursive
@@ -33,7 +34,8 @@ __all__ = [
     "Model", "Chain", "Control", "State", "cart_chain", "free_chain", "pendulum", "from_joint_angles", "joint_accelerations",
     "joint_angles", "joint_velocities", "link_angles", "energy",
     # forward dynamics: one solver interface, every solver on every model it applies to (seeds 000-004)
-    "Solver", "Recursive", "ShortChain", "KKT", "RangeSpace", "NullSpace", "Larin", "forward_dynamics",
+    "Solver", "Solution", "Info", "Recursive", "ShortChain", "KKT", "RangeSpace", "NullSpace", "Larin",
+    "forward_dynamics",
     # integration, sensitivities
     "RK4", "Integrator", "SeedQuantum", "SemiImplicitEuler", "VelocityVerlet",
     "check_state", "constraint_violation", "rollout", "step", "da_dF", "dalpha_dtau", "Backend", "PointMajor",

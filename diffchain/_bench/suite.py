@@ -257,7 +257,7 @@ def main(args) -> int:
                     "compile", "plain JAX gradient / forward", "diffchain gradient speed / plain JAX's"],
                    grad_rows) + [""]
     if mode == "quick":
-        lines += ["(quick mode: float32, 1024 copies, no gradient of the event drop, whose program compiles in ~45 s "
+        lines += ["(quick mode: float32, 1024 copies, no gradient of the event drop, whose program compiles in ~85 s "
                   "at 1024 copies; the full run adds float64, 1 and 65536 copies.)", ""]
     if not args.no_sharding:
         if jax.devices()[0].platform == "cpu":

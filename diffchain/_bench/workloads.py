@@ -213,5 +213,5 @@ def workloads():
             Workload("acrobot", "acrobot (seed §13)", 3, acro_build, *sie, acro_reduced),
             Workload("fourbar", "four-bar mechanism", 2, _four_bar, *sie),
             Workload("drop", "6-point chain dropped on the ground, joint limits (events)", 6, _drop, _drop_run,
-                     _drop_loss, quick_gradient=False)]  # (its gradient compiles in ~45 s)
+                     _drop_loss, quick_gradient=False)]  # (its gradient compiles in ~85 s)
     return out

@@ -170,11 +170,14 @@ def constrained_dynamics(chain: Chain, events: Events, es: EventState, x, v, t, 
     stab_in = jnp.where(impulse, jnp.inf, stab)
 
     def part_one(_):  # no joint held: the Part I solver gives the same accelerations, at half the cost
-        a, phi = solver(ch, s_in, u, stab_in)
-        return a, phi, jnp.zeros_like(alpha_w)
+        sol = solver(ch, s_in, u, stab_in)
+        return sol.a, sol.forces, jnp.zeros_like(alpha_w)
 
-    a, phi, tau_w = rare_cond(jnp.any(held), lambda _: solver.held(ch, s_in, u, held, alpha_w, theta_bar, stab_in),
-                              part_one, None)
+    def part_two(_):
+        sol = solver.held(ch, s_in, u, held, alpha_w, theta_bar, stab_in)
+        return sol.a, sol.forces, sol.tau_w
+
+    a, phi, tau_w = rare_cond(jnp.any(held), part_two, part_one, None)
 
     def reactions(_):
         _, _, r = links(x)

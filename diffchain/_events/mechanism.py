@@ -59,8 +59,9 @@ def constrained_dynamics(mech: Mechanism, events: Events, es: EventState, x, v, 
     omega, vHv = mech.angle_rates(x, v, jnp.zeros_like(v))  # (alpha with q_dd = 0: q_d^T H q_d)
     a_l = -vHv - (theta - limit) * w**2 - 2.0 * omega * w
     gamma_e = jnp.where(on_e, jnp.concatenate([a_c.reshape(-1), a_l]), 0.0)
-    qdd, lam, _ = solver.system(M, Q, jnp.concatenate([J, jnp.where(on_e[:, None], rows, 0.0)]),
-                                jnp.concatenate([gamma, gamma_e]), jnp.concatenate([on, on_e]))
+    sol = solver.system(M, Q, jnp.concatenate([J, jnp.where(on_e[:, None], rows, 0.0)]),
+                        jnp.concatenate([gamma, gamma_e]), jnp.concatenate([on, on_e]))
+    qdd, lam = sol.a, sol.forces
     nJ = J.shape[0]
     a, R, tau_w = qdd.reshape(x.shape), lam[nJ:nJ + 2 * F].reshape(F, 2), lam[nJ + 2 * F:]
     if impulse is False:

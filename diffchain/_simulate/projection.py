@@ -140,9 +140,9 @@ def project_mechanism(mech, state: State, solver: Solver, iterations: int = 1) -
     zero = jnp.zeros_like(q)
     for _ in range(iterations):
         J = jax.jacfwd(mech.phi)(q, t)
-        q = q + solver.system(mech.M, zero, J, -mech.phi(q, t), mech.on)[0]
+        q = q + solver.system(mech.M, zero, J, -mech.phi(q, t), mech.on).a
     J, phi_t = jax.jacfwd(mech.phi, argnums=(0, 1))(q, t)
-    v = v + solver.system(mech.M, zero, J, -(J @ v + phi_t), mech.on)[0]
+    v = v + solver.system(mech.M, zero, J, -(J @ v + phi_t), mech.on).a
     return State(q.reshape(state.x.shape), v.reshape(state.v.shape), state.t)
 
 

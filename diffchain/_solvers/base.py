@@ -1,14 +1,15 @@
 """The one solver interface: an abstract :class:`Solver`, implementations passed as objects (``solver=KKT()``).
 
-Every solver answers three questions, and an implementation that does not apply to a model says so with a clear error:
+Every solver answers three questions, each with a :class:`Solution`, and an implementation that does not apply to a
+model says so with a clear error:
 
-* ``solver(chain, state, control, stab)`` -> (a (n, 2), rod tensions phi (n-1,)): a chain's forward dynamics (seed
-  000 Part I);
-* ``solver.held(chain, state, control, active, alpha_w, theta_bar, stab)`` -> (a, phi, tau_w (n,)): the same with
-  the joints in ``active`` held at the prescribed angular accelerations ``alpha_w`` by unknown torques tau_w (seed 000
-  Part II, eq. 13);
-* ``solver.system(M, Q, J, gamma, on, nominal_rank)`` -> (q_dd, lambda, :class:`Info`): any constrained system
-  ``M q_dd = Q + J^T lambda, J q_dd = gamma`` (seed 001 eq. 8.36; a mechanism in natural coordinates, seed 003).
+* ``solver(chain, state, control, stab)``: a chain's forward dynamics (seed 000 Part I): its accelerations a (n, 2) and
+  rod tensions phi (n-1,);
+* ``solver.held(chain, state, control, active, alpha_w, theta_bar, stab)``: the same with the joints in ``active``
+  held at the prescribed angular accelerations ``alpha_w`` by unknown torques tau_w (n,) (seed 000 Part II, eq. 13);
+* ``solver.system(M, Q, J, gamma, on, nominal_rank)``: any constrained system ``M q_dd = Q + J^T lambda,
+  J q_dd = gamma`` (seed 001 eq. 8.36; a mechanism in natural coordinates, seed 003): q_dd, lambda and the rank
+  information (:class:`Info`).
 
 The implementations: :class:`~diffchain.Recursive` (the O(n) seed-000 recursion: chains only),
 :class:`~diffchain.ShortChain` (its system written out in scalars for one chain of up to 8 point masses) and the dense
@@ -22,6 +23,7 @@ import abc
 from typing import ClassVar
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 
 from .._constraints.chain import constraint_jacobian
@@ -31,6 +33,23 @@ from .._model.checks import describe
 from .._model.forces import external_forces
 from .._model.inertia import mass_matrix
 from .._model.model import PATH
+from .rank import Info
+
+
+class Solution(eqx.Module):
+    """What every solver returns (:class:`Solver`).
+
+    ``a``: the accelerations, a chain's (n, 2) or a system's q_dd (N,) (:func:`~diffchain.forward_dynamics` and
+    :func:`~diffchain.mechanism_dynamics` give a model's points' (N, 2)); ``forces``: the constraint forces, a chain's
+    rod tensions phi (n-1,) (the force of rod i on point i+1 is r_i phi_i) or a system's multipliers lambda, one per
+    row of J (:func:`~diffchain.reactions` turns a mechanism's into joint forces); ``tau_w``: the torques (n,) that hold
+    a chain's held joints (seed 000 Part II; 0 at the others), None where no joint is held; ``info``: the rank
+    information of a dense solve of a system (:class:`Info`), None otherwise."""
+
+    a: jax.Array
+    forces: jax.Array
+    tau_w: jax.Array | None = None
+    info: Info | None = None
 
 
 class Solver(eqx.Module):
@@ -40,16 +59,17 @@ class Solver(eqx.Module):
     chains_only: ClassVar[bool] = False
 
     @abc.abstractmethod
-    def __call__(self, chain: Chain, state: State, control: Control, stab=None):
-        """(a (n, 2), phi (n-1,)) of a chain."""
+    def __call__(self, chain: Chain, state: State, control: Control, stab=None) -> Solution:
+        """A chain's a (n, 2) and rod tensions phi (n-1,)."""
 
     @abc.abstractmethod
-    def held(self, chain: Chain, state: State, control: Control, active, alpha_w, theta_bar=None, stab=None):
-        """(a (n, 2), phi (n-1,), tau_w (n,)) of a chain whose ``active`` joints are held (seed 000 Part II)."""
+    def held(self, chain: Chain, state: State, control: Control, active, alpha_w, theta_bar=None,
+             stab=None) -> Solution:
+        """a (n, 2), phi (n-1,) and tau_w (n,) of a chain whose ``active`` joints are held (seed 000 Part II)."""
 
     @abc.abstractmethod
-    def system(self, M, Q, J, gamma, on, nominal_rank=-1):
-        """(q_dd, lambda, Info) of ``M q_dd = Q + J^T lambda``, ``J q_dd = gamma`` on the rows ``on``."""
+    def system(self, M, Q, J, gamma, on, nominal_rank=-1) -> Solution:
+        """q_dd, lambda and :class:`Info` of ``M q_dd = Q + J^T lambda``, ``J q_dd = gamma`` on the rows ``on``."""
 
 
 def check_solver(solver, who: str, model=None):

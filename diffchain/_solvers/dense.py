@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 
 from .._model.chain import Chain, Control, State
-from .base import Solver, chain_system
+from .base import Solution, Solver, chain_system
 from .rank import _info, min_norm_multipliers, pivot_sequence, rank_info
 
 
@@ -29,19 +29,25 @@ class DenseSolver(Solver):
         indep, r, _, red, minpiv = rank_info(J, on, tol=self.tol)
         qdd, lam = self.solve(M, Q, J, gamma, on, indep)
         lam = min_norm_multipliers(J, indep, lam)
-        return qdd, lam, _info(J, gamma, on, qdd, indep, r, red, minpiv, nominal_rank)
+        return Solution(qdd, lam, info=_info(J, gamma, on, qdd, indep, r, red, minpiv, nominal_rank))
 
     def solve(self, M, Q, J, gamma, on, sel):
         """(q_dd, lambda) on the independent rows ``sel``."""
         raise NotImplementedError
 
     def __call__(self, chain: Chain, state: State, control: Control, stab=None):
-        qdd, lam, _ = self.system(*chain_system(chain, state, control, stab=stab))
-        return qdd.reshape(chain.n, 2), lam[: chain.n - 1]
+        return _chain_solution(chain, self.system(*chain_system(chain, state, control, stab=stab)))
 
     def held(self, chain: Chain, state: State, control: Control, active, alpha_w, theta_bar=None, stab=None):
-        qdd, lam, _ = self.system(*chain_system(chain, state, control, active, alpha_w, theta_bar, stab))
-        return qdd.reshape(chain.n, 2), lam[: chain.n - 1], lam[-chain.n:]
+        return _chain_solution(chain, self.system(*chain_system(chain, state, control, active, alpha_w, theta_bar,
+                                                                stab)), held=True)
+
+
+def _chain_solution(chain: Chain, sol: Solution, held=False):
+    """A chain's :class:`Solution` from its system's (:func:`~diffchain._solvers.base.chain_system`: the rods' rows
+    first, the held joints' last)."""
+    n = chain.n
+    return Solution(sol.a.reshape(n, 2), sol.forces[: n - 1], sol.forces[-n:] if held else None, sol.info)
 
 
 def direct_kkt(M, Q, J, gamma, on):
@@ -151,14 +157,11 @@ class KKT(DenseSolver):
         return saddle_point_solve(M, Q, J, gamma, sel)
 
     def __call__(self, chain: Chain, state: State, control: Control, stab=None):
-        M, Q, J, gamma, on = chain_system(chain, state, control, stab=stab)
-        a, lam = direct_kkt(M, Q, J, gamma, on)
-        return a.reshape(chain.n, 2), lam[: chain.n - 1]
+        return _chain_solution(chain, Solution(*direct_kkt(*chain_system(chain, state, control, stab=stab))))
 
     def held(self, chain: Chain, state: State, control: Control, active, alpha_w, theta_bar=None, stab=None):
-        M, Q, J, gamma, on = chain_system(chain, state, control, active, alpha_w, theta_bar, stab)
-        a, lam = direct_kkt(M, Q, J, gamma, on)
-        return a.reshape(chain.n, 2), lam[: chain.n - 1], lam[-chain.n:]
+        return _chain_solution(chain, Solution(*direct_kkt(*chain_system(chain, state, control, active, alpha_w,
+                                                                         theta_bar, stab))), held=True)
 
 
 class RangeSpace(DenseSolver):

@@ -17,9 +17,9 @@ def accelerations(model, state: State, control: Control, solver: Solver, stab=No
     """a (N, 2) of ``model`` (no checks: the integrators' acceleration function): a chain's own solve (seed 000 Part
     I), a mechanism's constrained system M q_dd = Q + J^T lambda, J q_dd = gamma (seed 001 eq. 8.36)."""
     if model.topology == PATH:
-        return solver(model, state, control, stab)[0]
+        return solver(model, state, control, stab).a
     tau = control.tau if model.motor_idx.shape[0] else None
-    return mechanism_dynamics(model, state, tau, solver=solver, stab=stab)[0]
+    return mechanism_dynamics(model, state, tau, solver=solver, stab=stab).a
 
 
 def forward_dynamics(model, state: State, control: Control | None = None, *, solver: Solver | None = None,
@@ -32,10 +32,10 @@ def forward_dynamics(model, state: State, control: Control | None = None, *, sol
     PD correction, seed 000 §12.2 eq. 33; a mechanism's Baumgarte stabilisation, seed 001 eqs. 8.21-8.22); None for the
     exact constraint accelerations. ``held`` (n,) bool, for a chain, holds those joints at the angular accelerations
     ``alpha_w`` (a scalar or (n,); seed 000 Part II, eq. 13) by unknown torques tau_w; ``theta_bar`` (n,), with
-    ``stab``, pulls a held angle back to it. With ``return_forces`` also the constraint forces: a chain's rod tensions
-    phi (n-1,) (F_{i+1}^d = r_i phi_i) and with ``held`` the torques tau_w (n,), a mechanism's multipliers lambda (one
-    per row of its Phi, :func:`diffchain.reactions` turns them into joint forces): (a, phi), (a, phi, tau_w) or
-    (a, lambda).
+    ``stab``, pulls a held angle back to it. With ``return_forces`` the whole :class:`Solution`: a, the constraint
+    forces (a chain's rod tensions phi (n-1,), F_{i+1}^d = r_i phi_i; a mechanism's multipliers lambda, one per row of
+    its Phi, which :func:`diffchain.reactions` turns into joint forces), with ``held`` the torques tau_w (n,), and a
+    dense solve's rank information.
     """
     who = "forward_dynamics"
     check_model(model, who)
@@ -49,10 +49,9 @@ def forward_dynamics(model, state: State, control: Control | None = None, *, sol
             raise ValueError(f"{who}: held joints (seed 000 Part II) are a chain's; a mechanism holds its angle stops "
                              "in the event rollout, or prescribes an angle with a driver (MechanismBuilder.drive)")
         tau = control.tau if model.motor_idx.shape[0] else None
-        a, lam, _ = mechanism_dynamics(model, state, tau, solver=solver, stab=stab)
-        return (a, lam) if return_forces else a
-    if held is None:
-        a, phi = solver(model, state, control, stab)
-        return (a, phi) if return_forces else a
-    a, phi, tau_w = solver.held(model, state, control, held, alpha_w, theta_bar, stab)
-    return (a, phi, tau_w) if return_forces else a
+        sol = mechanism_dynamics(model, state, tau, solver=solver, stab=stab)
+    elif held is None:
+        sol = solver(model, state, control, stab)
+    else:
+        sol = solver.held(model, state, control, held, alpha_w, theta_bar, stab)
+    return sol if return_forces else sol.a

@@ -4,6 +4,7 @@ terms (J and gamma of Phi(q, t) by automatic differentiation), :func:`mechanism_
 """
 from __future__ import annotations
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 
@@ -55,7 +56,8 @@ def mechanism_terms(mech, state: State, tau=None, F=None, stab=None):
 
 
 def mechanism_dynamics(mech, state: State, tau=None, F=None, *, solver=KKT(), stab=None, check=False):
-    """Accelerations (N, 2) of the coordinate points, multipliers lambda (rows of mech.phi) and :class:`Info`.
+    """A :class:`Solution`: the accelerations a (N, 2) of the coordinate points, the multipliers lambda (``forces``,
+    one per row of mech.phi) and the rank information ``info`` (:class:`Info`).
 
     ``stab``: Baumgarte time constant T_stab (alpha = beta = 1/T_stab), None for none. ``check=True`` raises
     (:func:`diffchain._model.checks.runtime_checks`, also under jit) when the status is not OK instead of returning a
@@ -64,14 +66,15 @@ def mechanism_dynamics(mech, state: State, tau=None, F=None, *, solver=KKT(), st
     solver = check_solver(solver, "mechanism_dynamics", mech)
     mech.check_inputs(state, None, "mechanism_dynamics")
     M, Q, J, gamma, on = mechanism_terms(mech, state, tau, F, stab)
-    qdd, lam, info = solver.system(M, Q, J, gamma, on, mech.nominal_rank)
+    sol = solver.system(M, Q, J, gamma, on, mech.nominal_rank)
+    qdd, info = sol.a, sol.info
     if check:
         (qdd,) = runtime_checks((qdd,), [
             (info.status == SINGULAR, f"mechanism_dynamics: {STATUS[SINGULAR]}: the rank and the nominal rank are",
              jnp.stack([info.rank, jnp.asarray(mech.nominal_rank)])),
             (info.status == INCONSISTENT, f"mechanism_dynamics: {STATUS[INCONSISTENT]}: the residual is", info.residual),
             (info.status == NONFINITE, f"mechanism_dynamics: {STATUS[NONFINITE]}", info.status)])
-    return qdd.reshape(state.x.shape), lam, info
+    return eqx.tree_at(lambda s: s.a, sol, qdd.reshape(state.x.shape))
 
 
 def reactions(mech, state: State, lam):

@@ -16,6 +16,13 @@ STATUS = {OK: "ok", SINGULAR: "rank dropped below the nominal rank (singular / d
 
 
 class Info(eqx.Module):
+    """The rank information of a dense solve (``Solution.info``): ``rank`` r of the active rows of J (complete
+    pivoting, seed 001 §8.7), ``mobility`` N - r (the degrees of freedom, with N the coordinates), ``redundant`` (rows,)
+    bool, the active rows without a pivot (their multipliers are chosen of minimum norm), ``min_pivot`` the smallest
+    pivot relative to max |J| (near 0: near a singular configuration), ``residual`` max |J q_dd - gamma| on the active
+    rows, and ``status``: 0 ok, 1 the rank dropped below the model's nominal rank (a singular, dead-point or
+    bifurcation configuration), 2 redundant rows that contradict each other, 3 non-finite numbers."""
+
     rank: jax.Array
     mobility: jax.Array
     redundant: jax.Array

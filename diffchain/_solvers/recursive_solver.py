@@ -15,7 +15,7 @@ from .._model.geometry import links_c
 from .._model.chain import Chain, Control, State
 from .implicit import implicit_solve
 from .._constraints.held import _active_mask, active_terms
-from .base import Solver
+from .base import Solution, Solver
 from .recursive import _kkt_matvec, _pad1, kkt_system, point_a0, point_multipliers, recursive_dynamics
 from .recursive_held import _joint_alpha, _part_two_sweeps, _scales
 
@@ -105,10 +105,10 @@ class Recursive(Solver):
     chains_only: ClassVar[bool] = True
 
     def __call__(self, chain, state, control, stab=None):
-        return recursive_dynamics(chain, state, control, stab)
+        return Solution(*recursive_dynamics(chain, state, control, stab))
 
     def held(self, chain, state, control, active, alpha_w, theta_bar=None, stab=None):
-        return active_dynamics_recursive(chain, state, control, active, alpha_w, theta_bar, stab)
+        return Solution(*active_dynamics_recursive(chain, state, control, active, alpha_w, theta_bar, stab))
 
     def system(self, M, Q, J, gamma, on, nominal_rank=-1):
         raise TypeError("Recursive: the seed-000 recursion solves serial chains only; a mechanism (or any system given "

@@ -13,7 +13,7 @@ from typing import ClassVar
 import jax.numpy as jnp
 
 from .._model.chain import Chain
-from .._solvers.base import Solver
+from .._solvers.base import Solution, Solver
 from .._solvers.implicit import implicit_solve
 from .._solvers.recursive import _kkt_complete, _kkt_matvec, kkt_system, point_a0
 from .._solvers.recursive_held import _lock_tolerance, _tolerance
@@ -161,11 +161,12 @@ class ShortChain(Solver):
     def __call__(self, chain, state, control, stab=None):
         _check_short(chain)
         ax, ay, yr, _, _ = short_solve(*kkt_system(chain, state, control, stab))
-        return jnp.stack([ax, ay], -1), -yr
+        return Solution(jnp.stack([ax, ay], -1), -yr)
 
     def held(self, chain, state, control, active, alpha_w, theta_bar=None, stab=None):
         _check_short(chain)
-        return held_solution(*held_system(chain, state, control, active, alpha_w, theta_bar, stab), short_held_solve)
+        return Solution(*held_solution(*held_system(chain, state, control, active, alpha_w, theta_bar, stab),
+                                       short_held_solve))
 
     def system(self, M, Q, J, gamma, on, nominal_rank=-1):
         raise TypeError("ShortChain: the written-out recursion solves short serial chains only; a mechanism (or any "

@@ -13,7 +13,12 @@ from diffchain._solvers import rank, dense, mechanism as ms
 from diffchain import MechanismBuilder
 
 SOLVERS = [dc.KKT(), dc.RangeSpace(), dc.NullSpace(), dc.Larin()]
-dyn = eqx.filter_jit(ms.mechanism_dynamics)
+def outputs(sol):
+    """(a, lambda, info) of a Solution."""
+    return sol.a, sol.forces, sol.info
+
+
+dyn = eqx.filter_jit(lambda *a, **k: outputs(ms.mechanism_dynamics(*a, **k)))
 analysis = eqx.filter_jit(kin.kinematic_analysis)
 assemble = eqx.filter_jit(kin.assemble)
 velocities = eqx.filter_jit(kin.velocities)
@@ -23,7 +28,7 @@ reactions = eqx.filter_jit(ms.reactions)
 @eqx.filter_jit
 def dyn_all(mech, state, tau=None, stab=None):
     """All four solvers in one compiled program (one compilation per mechanism instead of four)."""
-    return [ms.mechanism_dynamics(mech, state, tau, solver=sv, stab=stab) for sv in SOLVERS]
+    return [outputs(ms.mechanism_dynamics(mech, state, tau, solver=sv, stab=stab)) for sv in SOLVERS]
 
 # four-bar: ground O, A; crank a = |OB|, coupler b = |BC|, rocker c = |AC|, frame d = |OA| (Grashof crank-rocker)
 a_, b_, c_, d_ = 1.0, 3.0, 2.5, 3.0
@@ -396,7 +401,7 @@ def test_solver_derivatives_agree():
 
     @eqx.filter_jit
     def jacs(mech, x, v):
-        f = lambda sv: lambda x, v: ms.mechanism_dynamics(mech, dc.State(x, v, 0.0), solver=sv, stab=0.05)[0]  # noqa
+        f = lambda sv: lambda x, v: ms.mechanism_dynamics(mech, dc.State(x, v, 0.0), solver=sv, stab=0.05).a  # noqa
         return [jax.jacrev(f(sv), argnums=(0, 1))(x, v) for sv in SOLVERS]
 
     ref, *others = jacs(mech, s.x + 1e-3, v)
@@ -438,7 +443,7 @@ def test_rollout_and_step_take_stacked_torques_a_policy_or_none():
 
     @jax.jit
     def written_out(tau):
-        accel = lambda s_: ms.mechanism_dynamics(mech, s_, tau[None], stab=rk4.stab(dt))[0]  # noqa: E731
+        accel = lambda s_: ms.mechanism_dynamics(mech, s_, tau[None], stab=rk4.stab(dt)).a  # noqa: E731
         return jax.lax.fori_loop(0, n, lambda _, s_: rk4(accel, s_, dt), s)
 
     one_step = jax.jit(lambda s_: dc.step(mech, s_, dc.Control(tau=jnp.array([0.5])), dt, integrator=rk4))

@@ -58,7 +58,7 @@ def fig83_all(y, yd, tau):
     M, Q = ms.lagrange_terms(kinetic, potential, q, qd, tau)
     J, k = ms.constraint_terms(loop, q, qd, 0.0)
     on = jnp.ones((2,), bool)
-    outs = [s.system(M, Q, J, k, on)[0] for s in SOLVERS]
+    outs = [s.system(M, Q, J, k, on).a for s in SOLVERS]
     ydd, qdd_lc = mechsim.loop_closure_dynamics(lambda q_: M, lambda q_, qd_: Q, gamma_fn, y, yd)
     Gp, gp, free = dense.null_space_basis(J, k, on, jnp.array([True, False, False, True]))
     return jnp.stack(outs), qdd_lc, ydd, G, g, Gp, gp, free, M, Q
@@ -147,7 +147,7 @@ def susp_library(s, sd):
     J, P2 = ms.constraint_terms(susp_f, s, sd, 0.0)
     K = jnp.block([[M, J.T], [J, jnp.zeros((2, 2))]])
     on = jnp.ones((2,), bool)
-    return K, jnp.concatenate([P1, P2]), jnp.stack([sv.system(M, P1, J, P2, on)[0] for sv in SOLVERS[:4]])
+    return K, jnp.concatenate([P1, P2]), jnp.stack([sv.system(M, P1, J, P2, on).a for sv in SOLVERS[:4]])
 
 
 def susp_printed(s, sd):

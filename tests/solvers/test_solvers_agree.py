@@ -10,9 +10,10 @@ from strategies import make_problem, random_problem
 from diffchain._model import forces as _forces
 from diffchain._xla import loops
 from diffchain._solvers import recursive as _recursive
+from diffchain._solvers.base import chain_system
 
-rec = jax.jit(lambda c, s, u, stab: dc.Recursive()(c, s, u, stab))
-kkt = jax.jit(lambda c, s, u, stab: dc.KKT()(c, s, u, stab))
+rec = jax.jit(lambda c, s, u, stab: (lambda sol: (sol.a, sol.forces))(dc.Recursive()(c, s, u, stab)))
+kkt = jax.jit(lambda c, s, u, stab: (lambda sol: (sol.a, sol.forces))(dc.KKT()(c, s, u, stab)))
 
 
 def _rel(x, y):
@@ -187,8 +188,8 @@ def test_every_solver_agrees_with_kkt_on_chains(name, n, seed, links):
                                              r"chain with rigid links: use Recursive\(\)"):
             solver(chain, state, control)
         return
-    a, phi = jax.jit(solver)(chain, state, control)
-    a_k, phi_k = jax.jit(dc.KKT())(chain, state, control)
+    sol, ref = jax.jit(solver)(chain, state, control), jax.jit(dc.KKT())(chain, state, control)
+    (a, phi), (a_k, phi_k) = (sol.a, sol.forces), (ref.a, ref.forces)
     assert _rel(a, a_k) <= 1e-10, desc
     free_rod = ~(np.asarray(chain.guided[:-1]) & np.asarray(chain.guided[1:]))
     assert _rel(np.asarray(phi)[free_rod], np.asarray(phi_k)[free_rod]) <= 1e-9, desc
@@ -200,9 +201,9 @@ def test_every_solver_agrees_with_kkt_on_chains(name, n, seed, links):
     alpha_w = rng.normal(size=n)
     out = jax.jit(solver.held)(chain, state, control, held, alpha_w)
     ref = jax.jit(dc.KKT().held)(chain, state, control, held, alpha_w)
-    assert _rel(out[0], ref[0]) <= 1e-10, desc
-    assert _rel(out[1], ref[1]) <= 1e-9 and _rel(out[2], ref[2]) <= 1e-9, desc
-    assert np.allclose(np.asarray(dc.joint_accelerations(state, out[0]))[held], alpha_w[held], atol=1e-9), desc
+    assert _rel(out.a, ref.a) <= 1e-10, desc
+    assert _rel(out.forces, ref.forces) <= 1e-9 and _rel(out.tau_w, ref.tau_w) <= 1e-9, desc
+    assert np.allclose(np.asarray(dc.joint_accelerations(state, out.a))[held], alpha_w[held], atol=1e-9), desc
 
 
 @pytest.mark.parametrize("name", ["Recursive", "ShortChain"])
@@ -217,6 +218,27 @@ def test_projection_by_the_recursion_equals_the_dense_one(name):
     p_k = project(chain, off, 3, dc.KKT())
     assert _rel(p.x, p_k.x) <= 1e-10 and _rel(p.v, p_k.v) <= 1e-10, desc
     assert float(dc.constraint_violation(chain, p)[0]) < 1e-10, desc
+
+
+def test_every_solver_returns_the_same_record():
+    """One Solution from every solver and question: a chain's a (n, 2) and rod tensions (n-1,), with held joints
+    their torques (n,) (None without), a system's q_dd (N,), one multiplier per row and its rank information; the
+    entries agree across solvers (the values are checked to round-off by the tests above)."""
+    chain, state, control, _ = make_problem(4, 1, "random", kinds=False, links=False)
+    held = jnp.array([False, True, False, True])
+    M, Q, J, gamma, on = chain_system(chain, state, control)
+    ref = dc.KKT()(chain, state, control)
+    for name, solver in SOLVERS.items():
+        sol, sol_held = solver(chain, state, control), solver.held(chain, state, control, held, jnp.zeros(4))
+        for s in (sol, sol_held):
+            assert isinstance(s, dc.Solution) and s.a.shape == (4, 2) and s.forces.shape == (3,), name
+        assert sol.tau_w is None and sol_held.tau_w.shape == (4,), name
+        np.testing.assert_allclose(sol.a, ref.a, rtol=1e-10, err_msg=name)
+        if not solver.chains_only:
+            system = solver.system(M, Q, J, gamma, on)
+            assert system.a.shape == (8,) and system.forces.shape == (J.shape[0],), name
+            assert isinstance(system.info, dc.Info) and int(system.info.rank) == int(jnp.sum(on)), name
+            np.testing.assert_allclose(system.a.reshape(4, 2), ref.a, rtol=1e-10, err_msg=name)
 
 
 @pytest.mark.parametrize("solver", [dc.Recursive(), dc.ShortChain()], ids=["recursive", "short"])
