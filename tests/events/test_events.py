@@ -446,7 +446,7 @@ def test_exhausted_budget_finishes_with_a_plain_quantum():
     np.testing.assert_allclose(out.state.x, ref.x, rtol=0, atol=1e-15)
     np.testing.assert_allclose(out.state.v, ref.v, rtol=0, atol=1e-13)
     assert float(out.state.t) == float(state.t) + DT and bool(out.fresh)
-    np.testing.assert_allclose(out.a, dc.Recursive()(chain, ref, u, 5 * DT)[0], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(out.a, dc.Recursive()(chain, ref, u, 5 * DT).a, rtol=0, atol=1e-12)
 
 
 @pytest.mark.slow
