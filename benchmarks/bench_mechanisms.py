@@ -1,6 +1,7 @@
 """Cost of one forward-dynamics evaluation of a closed chain of n links (both ends pinned: one loop through the ground):
 dense KKT / range-space on the generic Mechanism (O(n^3): dense Jacobian, complete-pivot rank check, dense solve) versus
-the banded O(n) Thomas solve of diffchain._solvers.closed_chain (seed 001 §8.13). Prints a table of microseconds per call and ratios.
+the sparse method, dc.Banded (seed 001 §8.13: a tridiagonal Thomas solve, O(n)), on the same loop as a Chain pinned at
+both ends. Prints a table of microseconds per call and ratios.
 
     python benchmarks/bench_mechanisms.py [--max-dense 256] [--max-banded 4096]
 """
@@ -17,7 +18,6 @@ import numpy as np  # noqa: E402
 
 import diffchain as dc  # noqa: E402
 from diffchain._solvers import mechanism as ms  # noqa: E402
-from diffchain._solvers.closed_chain import closed_chain_dynamics  # noqa: E402
 from diffchain import MechanismBuilder  # noqa: E402
 
 dc.set_xla_cpu_flags()  # this script's process: the recommended XLA CPU flags
@@ -52,15 +52,16 @@ def main():
     solvers = {"KKT": ms.KKT(), "range": ms.RangeSpace(), "null": ms.NullSpace(), "Larin": ms.Larin()}
     dense = {k: eqx.filter_jit(lambda m, s, sv=sv: ms.mechanism_dynamics(m, s, solver=sv).a) for k, sv in solvers.items()}
     print(f"{'n':>6} " + " ".join(f"{k + ' us':>10}" for k in solvers) + f" {'banded us':>10} {'KKT/banded':>11} {'max |da|':>9}")
-    banded = jax.jit(closed_chain_dynamics)
+    banded = jax.jit(lambda chain, s: dc.forward_dynamics(chain, s, solver=dc.Banded())[1:-1])
     kkt = dense["KKT"]
     n = 8
     while n <= args.max_banded:
         P, l = chain_points(n)
-        m = jnp.ones(n)
         v = jnp.asarray(np.random.default_rng(0).normal(0, 1, (n, 2)))
         s = dc.State(jnp.asarray(P[1:-1]), v, 0.0)
-        tb = timeit(banded, m, jnp.asarray(l), P[0], P[-1], s, reps=max(10, 20000 // n))
+        chain = dc.Chain(jnp.ones(n + 2), jnp.asarray(l), guided=np.r_[True, np.zeros(n, bool), True])
+        s_chain = dc.State(jnp.asarray(P), jnp.concatenate([jnp.zeros((1, 2)), v, jnp.zeros((1, 2))]), 0.0)
+        tb = timeit(banded, chain, s_chain, reps=max(10, 20000 // n))
         if n <= args.max_dense:
             mb = MechanismBuilder()
             mb.ground("a", P[0]), mb.ground("b", P[-1])
@@ -69,7 +70,7 @@ def main():
                 mb.rod(f"r{k}", names[k], names[k + 1])
             mech, _ = mb.build()
             t = {k: timeit(f, mech, s, reps=max(3, 2000 // n)) for k, f in dense.items()}
-            err = float(jnp.max(jnp.abs(kkt(mech, s) - banded(m, jnp.asarray(l), P[0], P[-1], s)[0])))
+            err = float(jnp.max(jnp.abs(kkt(mech, s) - banded(chain, s_chain))))
             print(f"{n:>6} " + " ".join(f"{v:>10.1f}" for v in t.values())
                   + f" {tb:>10.1f} {t['KKT'] / tb:>11.1f} {err:>9.1e}", flush=True)
         else:

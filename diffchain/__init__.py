@@ -6,6 +6,7 @@ from ._model.geometry import (from_joint_angles, joint_accelerations, joint_angl
 from ._model.forces import energy
 from ._solvers.base import Solution, Solver
 from ._solvers.rank import Info
+from ._solvers.banded import Banded
 from ._solvers.dense import KKT, Larin, NullSpace, RangeSpace
 from ._solvers.forward import forward_dynamics
 from ._solvers.recursive_solver import Recursive
@@ -23,7 +24,6 @@ from ._analysis.kinematics import (accelerations as acceleration_analysis, assem
                          velocities as velocity_analysis)
 from ._analysis.inverse import (actuator_forces, loop_closure_dynamics, loop_closure_terms,
                                   mechanism_inverse_dynamics)
-from ._solvers.closed_chain import closed_chain_dynamics
 from ._events.state import EventState, Events, StepReport, check_event_state
 from ._events.quantum import event_step
 from ._events.rollout import event_rollout
@@ -34,7 +34,7 @@ __all__ = [
     "Model", "Chain", "Control", "State", "cart_chain", "free_chain", "pendulum", "from_joint_angles", "joint_accelerations",
     "joint_angles", "joint_velocities", "link_angles", "energy",
     # forward dynamics: one solver interface, every solver on every model it applies to (seeds 000-004)
-    "Solver", "Solution", "Info", "Recursive", "ShortChain", "KKT", "RangeSpace", "NullSpace", "Larin",
+    "Solver", "Solution", "Info", "Recursive", "ShortChain", "Banded", "KKT", "RangeSpace", "NullSpace", "Larin",
     "forward_dynamics",
     # integration, sensitivities
     "RK4", "Integrator", "SeedQuantum", "SemiImplicitEuler", "VelocityVerlet",
@@ -46,7 +46,6 @@ __all__ = [
     "Mechanism", "MechanismBuilder", "constraint_terms", "lagrange_terms",
     "mechanism_dynamics", "reactions", "acceleration_analysis", "assemble", "kinematic_analysis", "velocity_analysis",
     "actuator_forces", "loop_closure_dynamics", "loop_closure_terms", "mechanism_inverse_dynamics",
-    "closed_chain_dynamics",
     # contacts, limits and held joints (seed 000 Part II, §7, §12)
     "EventState", "Events", "StepReport", "check_event_state", "event_rollout", "event_step",
     # whether a run can be trusted: finite, on its constraints, singular passages, exhausted budgets

@@ -12,7 +12,8 @@ model says so with a clear error:
   information (:class:`Info`).
 
 The implementations: :class:`~diffchain.Recursive` (the O(n) seed-000 recursion: chains only),
-:class:`~diffchain.ShortChain` (its system written out in scalars for one chain of up to 8 point masses) and the dense
+:class:`~diffchain.ShortChain` (its system written out in scalars for one chain of up to 8 point masses),
+:class:`~diffchain.Banded` (seed 001's sparse method, O(n) on chains of point masses) and the dense
 :class:`~diffchain.KKT`, :class:`~diffchain.RangeSpace`, :class:`~diffchain.NullSpace` and :class:`~diffchain.Larin`
 (seeds 001-002: every model; on a chain they solve the chain's own (M, Q, J, gamma) of :func:`chain_system`). Wherever
 two apply they agree to round-off (tests/solvers/test_solvers_agree.py).
@@ -78,8 +79,8 @@ def check_solver(solver, who: str, model=None):
     if solver is None and model is not None:
         return model.default_solver()
     if not isinstance(solver, Solver):
-        raise TypeError(f"{who}: solver must be a solver instance: Recursive(), ShortChain(), KKT(), RangeSpace(), "
-                        f"NullSpace() or Larin(), got {describe(solver)}")
+        raise TypeError(f"{who}: solver must be a solver instance: Recursive(), ShortChain(), Banded(), KKT(), "
+                        f"RangeSpace(), NullSpace() or Larin(), got {describe(solver)}")
     if model is not None and model.topology != PATH and solver.chains_only:
         raise TypeError(f"{who}: {type(solver).__name__}() solves serial chains only (the seed-000 recursion); a "
                         "mechanism needs a dense solver: KKT() (the default), RangeSpace(), NullSpace() or Larin()")

@@ -18,7 +18,7 @@ def scan_points(step, init, xs, reverse=False, unroll=False):
 
     On one chain, XLA CPU runs a single long scan of the recursions (Part I, and Part II in
     :mod:`diffchain._solvers.recursive_solver`) more slowly per point than a scan over blocks of points. The Thomas scans of
-    :mod:`diffchain._solvers.closed_chain` and the rigid-link sweeps (:func:`abcd_backward_inertial`) do not slow down
+    :mod:`diffchain._solvers.banded` and the rigid-link sweeps (:func:`abcd_backward_inertial`) do not slow down
     and keep one scan; under ``vmap`` blocking makes no difference."""
     n = jax.tree.leaves(xs)[0].shape[0]
     if n < 2 * SCAN_BLOCK:

@@ -167,8 +167,8 @@ CASES = [
     ("integrator class", lambda x: roll(state=dc.State(x), integrator=dc.RK4), (S0.x,), TypeError,
      r"rollout: integrator must be an Integrator .* the class RK4 \(pass an instance", T),
     ("solver str", lambda x: roll(state=dc.State(x), solver="kkt"), (S0.x,), TypeError,
-     r"rollout: solver must be a solver instance: Recursive\(\), ShortChain\(\), KKT\(\), RangeSpace\(\), "
-     r"NullSpace\(\) or Larin\(\)", T),
+     r"rollout: solver must be a solver instance: Recursive\(\), ShortChain\(\), Banded\(\), KKT\(\), "
+     r"RangeSpace\(\), NullSpace\(\) or Larin\(\)", T),
     ("solver class", lambda x: roll(state=dc.State(x), solver=dc.NullSpace), (S0.x,), TypeError,
      r"rollout: solver must be a solver instance: .* the class NullSpace \(pass an instance", T),
     ("stab_factor zero", lambda dt: dc.RK4(stab_factor=0.0).stab(dt), (sc(DT),), ValueError,

@@ -14,6 +14,7 @@ from diffchain._solvers.base import chain_system
 
 rec = jax.jit(lambda c, s, u, stab: (lambda sol: (sol.a, sol.forces))(dc.Recursive()(c, s, u, stab)))
 kkt = jax.jit(lambda c, s, u, stab: (lambda sol: (sol.a, sol.forces))(dc.KKT()(c, s, u, stab)))
+banded = jax.jit(lambda c, s, u, stab: (lambda sol: (sol.a, sol.forces))(dc.Banded()(c, s, u, stab)))
 
 
 def _rel(x, y):
@@ -37,6 +38,19 @@ def assert_solvers_agree(problem, stab=None):
 @given(random_problem(), st.sampled_from([None, 0.01]))
 def test_recursive_equals_kkt_on_random_chains(problem, stab):
     assert_solvers_agree(problem, stab)
+
+
+@given(random_problem(pose="random"), st.sampled_from([None, 0.01]))
+def test_the_sparse_method_equals_kkt_on_random_chains(problem, stab):
+    """Seed 001's sparse method (dc.Banded: the tridiagonal range-space form, guided points and sliders eliminated
+    first) against dense KKT on random chains of point masses: accelerations to 1e-10, determined tensions to 1e-9."""
+    chain, state, control, desc = problem
+    a1, phi1 = banded(chain, state, control, stab)
+    a2, phi2 = kkt(chain, state, control, stab)
+    assert np.all(np.isfinite(a1)), desc
+    assert _rel(a1, a2) <= 1e-10, desc
+    free_rod = ~(np.asarray(chain.guided[:-1]) & np.asarray(chain.guided[1:]))
+    assert not free_rod.any() or _rel(np.asarray(phi1)[free_rod], np.asarray(phi2)[free_rod]) <= 1e-9, desc
 
 
 @given(random_problem())
@@ -168,8 +182,8 @@ def test_inertial_component_sweeps_equal_matrix_sweeps():
 
 
 # ------------------------------------------------------------------ every solver on every model it applies to
-SOLVERS = {"Recursive": dc.Recursive(), "ShortChain": dc.ShortChain(), "RangeSpace": dc.RangeSpace(),
-           "NullSpace": dc.NullSpace(), "Larin": dc.Larin()}
+SOLVERS = {"Recursive": dc.Recursive(), "ShortChain": dc.ShortChain(), "Banded": dc.Banded(),
+           "RangeSpace": dc.RangeSpace(), "NullSpace": dc.NullSpace(), "Larin": dc.Larin()}
 CHAINS = [pytest.param(3, 0, False, id="n3"), pytest.param(5, 1, False, id="n5"), pytest.param(4, 2, True, id="n4-links")]
 
 
@@ -180,12 +194,16 @@ def test_every_solver_agrees_with_kkt_on_chains(name, n, seed, links):
     free chain (Part II): accelerations to 1e-10, tensions and held torques to 1e-9 relative. The dense solvers solve
     the chain's own (M, Q, J, gamma) with rank decisions; KKT solves it directly. The recursion's Part II takes point
     masses only and says so for rigid links (tests/solvers/test_active.py); the written-out form takes short chains
-    of point masses only and says so."""
+    of point masses only and says so; the sparse method takes point masses and no held joints and says so."""
     solver = SOLVERS[name]
     chain, state, control, desc = make_problem(n, seed, "random", kinds=True, links=links)
     if links and name == "ShortChain":
         with pytest.raises(ValueError, match=r"ShortChain: solves chains of 2 to SMALL_MAX = 8 point masses, got a "
                                              r"chain with rigid links: use Recursive\(\)"):
+            solver(chain, state, control)
+        return
+    if links and name == "Banded":
+        with pytest.raises(ValueError, match=r"Banded: the sparse method needs a diagonal mass matrix"):
             solver(chain, state, control)
         return
     sol, ref = jax.jit(solver)(chain, state, control), jax.jit(dc.KKT())(chain, state, control)
@@ -196,6 +214,10 @@ def test_every_solver_agrees_with_kkt_on_chains(name, n, seed, links):
     if links and name == "Recursive":
         return
     chain, state, control, desc = make_problem(n, seed + 10, "random", kinds=False, links=links)
+    if name == "Banded":
+        with pytest.raises(NotImplementedError, match="Banded: held joints"):
+            solver.held(chain, state, control, np.ones(n, bool), np.zeros(n))
+        return
     rng = np.random.default_rng(seed)
     held = rng.uniform(size=n) < 0.5
     alpha_w = rng.normal(size=n)
@@ -229,10 +251,11 @@ def test_every_solver_returns_the_same_record():
     M, Q, J, gamma, on = chain_system(chain, state, control)
     ref = dc.KKT()(chain, state, control)
     for name, solver in SOLVERS.items():
-        sol, sol_held = solver(chain, state, control), solver.held(chain, state, control, held, jnp.zeros(4))
+        sol = solver(chain, state, control)
+        sol_held = sol if name == "Banded" else solver.held(chain, state, control, held, jnp.zeros(4))
         for s in (sol, sol_held):
             assert isinstance(s, dc.Solution) and s.a.shape == (4, 2) and s.forces.shape == (3,), name
-        assert sol.tau_w is None and sol_held.tau_w.shape == (4,), name
+        assert sol.tau_w is None and (name == "Banded" or sol_held.tau_w.shape == (4,)), name
         np.testing.assert_allclose(sol.a, ref.a, rtol=1e-10, err_msg=name)
         if not solver.chains_only:
             system = solver.system(M, Q, J, gamma, on)
