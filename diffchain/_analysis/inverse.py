@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from .._solvers.dense import null_space_basis
+from .._xla import linalg
 from .._solvers.mechanism import mechanism_terms
 from .._solvers.rank import rank_info
 from .._model.chain import State
@@ -36,7 +37,7 @@ def loop_closure_dynamics(M, Q, gamma, y, yd):
     are callables. Returns (y_dd, q_dd)."""
     q, qd, G, g = loop_closure_terms(gamma, y, yd)
     Mq = M(q)
-    ydd = jnp.linalg.solve(G.T @ Mq @ G, G.T @ (Q(q, qd) - Mq @ g))
+    ydd = linalg.solve(G.T @ Mq @ G, G.T @ (Q(q, qd) - Mq @ g))
     return ydd, G @ ydd + g
 
 

@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from .._solvers.dense import saddle_point_solve
+from .._xla import linalg
 from .._solvers.mechanism import constraint_terms
 from .._solvers.rank import rank_info
 from .._model.chain import State
@@ -49,14 +50,14 @@ def assemble(mech, guess: State, *, n_penalty: int = 8, n_newton: int = 12, tol:
 
     def penalty_step(q, mu):
         J, F = jax.jacfwd(phi)(q), phi(q)
-        dq = jnp.linalg.solve(eye + mu * J.T @ J, -(q - q0) - mu * J.T @ F)
+        dq = linalg.solve(eye + mu * J.T @ J, -(q - q0) - mu * J.T @ F)
         return q + dq, None
 
     def newton_step(q, _):
         J, F = jax.jacfwd(phi)(q), phi(q)
         m = F.shape[0]
         eps = 1e-14 * (1.0 + jnp.max(jnp.abs(J)) ** 2)
-        dq = -J.T @ jnp.linalg.solve(J @ J.T + eps * jnp.eye(m, dtype=q.dtype), F)
+        dq = -J.T @ linalg.solve(J @ J.T + eps * jnp.eye(m, dtype=q.dtype), F)
         return q + dq, None
 
     mus = (10.0 ** jnp.arange(n_penalty, dtype=q0.dtype)) / size**2

@@ -44,6 +44,7 @@ from .._constraints.chain import constraint_jacobian
 from .._solvers.base import Solver, check_solver
 from .._model.model import PATH, check_model
 from .._solvers.recursive_solver import Recursive
+from .._xla import linalg
 from .._constraints.chain import projector
 
 
@@ -65,7 +66,7 @@ def _operator(chain: Chain, x, solver: Solver):
 
         def solve(fx, fy, c_rod, c1, c2):
             rhs = jnp.concatenate([jnp.stack([fx, fy], -1).reshape(-1), c_rod, jnp.stack([c1, c2], -1).reshape(-1)])
-            q = jnp.linalg.solve(K, rhs * jnp.concatenate([jnp.ones(2 * n, x.dtype), mask]))[: 2 * n].reshape(n, 2)
+            q = linalg.solve(K, rhs * jnp.concatenate([jnp.ones(2 * n, x.dtype), mask]))[: 2 * n].reshape(n, 2)
             return q[:, 0], q[:, 1]
 
         return solve

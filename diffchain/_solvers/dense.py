@@ -14,9 +14,9 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import jax.scipy.linalg as jsl
 
 from .._model.chain import Chain, Control, State
+from .._xla import linalg
 from .base import Solution, Solver, chain_system
 from .rank import _info, min_norm_multipliers, pivot_sequence, rank_info
 
@@ -55,7 +55,7 @@ def direct_kkt(M, Q, J, gamma, on):
     keep their place with a unit diagonal, which forces their multiplier to 0. O(n^3), no rank decisions."""
     n = M.shape[0]
     K = jnp.block([[M, J.T], [J, jnp.diag(jnp.where(on, 0.0, 1.0).astype(J.dtype))]])
-    sol = jnp.linalg.solve(K, jnp.concatenate([Q, gamma]))
+    sol = linalg.solve(K, jnp.concatenate([Q, gamma]))
     return sol[:n], -sol[n:]
 
 
@@ -64,19 +64,19 @@ def saddle_point_solve(M, Q, J, gamma, sel):
     (the other rows keep their place with a unit diagonal, forcing their lambda to 0)."""
     Js, n = J * sel[:, None], M.shape[0]
     K = jnp.block([[M, Js.T], [Js, jnp.diag((~sel).astype(M.dtype))]])
-    sol = jnp.linalg.solve(K, jnp.concatenate([Q, gamma * sel]))
+    sol = linalg.solve(K, jnp.concatenate([Q, gamma * sel]))
     return sol[:n], -sol[n:]
 
 
 def range_space_solve(M, Q, J, gamma, sel):
     """Seed 001 §8.8 method 2 (lambda first): M = L L^T, Y = L^-1 J^T, z = L^-1 Q, A = Y^T Y, b = gamma - Y^T z,
     A lambda = b (rows S only), then q_dd = L^-T (z + Y lambda)."""
-    L = jnp.linalg.cholesky(M)
-    Y = jsl.solve_triangular(L, (J * sel[:, None]).T, lower=True)
-    z = jsl.solve_triangular(L, Q, lower=True)
-    A = Y.T @ Y + jnp.diag((~sel).astype(M.dtype))
-    lam = jsl.cho_solve(jsl.cho_factor(A, lower=True), (gamma - Y.T @ z) * sel)
-    return jsl.solve_triangular(L.T, z + Y @ lam, lower=False), lam
+    L = linalg.cholesky(M)
+    Y = linalg.solve_lower(L, (J * sel[:, None]).T)
+    z = linalg.solve_lower(L, Q)
+    La = linalg.cholesky(Y.T @ Y + jnp.diag((~sel).astype(M.dtype)))
+    lam = linalg.solve_upper(La.T, linalg.solve_lower(La, (gamma - Y.T @ z) * sel))
+    return linalg.solve_upper(L.T, z + Y @ lam), lam
 
 
 def null_space_basis(J, k, on, free_cols=None, tol=1e-9):
@@ -104,14 +104,14 @@ def null_space_basis(J, k, on, free_cols=None, tol=1e-9):
 def reduced_solve(M, Q, G, g, free):
     """G^T M G y_dd = G^T (Q - M g), q_dd = G y_dd + g (seed 001 eqs. 8.45–8.46; seed 003 D^T M D u_dd = ...)."""
     Mr = G.T @ M @ G + jnp.diag((~free).astype(M.dtype))
-    ydd = jnp.linalg.solve(Mr, G.T @ (Q - M @ g))
+    ydd = linalg.solve(Mr, G.T @ (Q - M @ g))
     return G @ ydd + g
 
 
 def constraint_multipliers(M, Q, J, sel, qdd):
     """lambda on the independent rows from J_S^T lambda = M q_dd - Q."""
     Js = J * sel[:, None]
-    return jnp.linalg.solve(Js @ Js.T + jnp.diag((~sel).astype(M.dtype)), Js @ (M @ qdd - Q))
+    return linalg.solve(Js @ Js.T + jnp.diag((~sel).astype(M.dtype)), Js @ (M @ qdd - Q))
 
 
 def larin_basis(J, on, tol=1e-9):
@@ -196,6 +196,6 @@ class Larin(DenseSolver):
         used = jnp.arange(n) < r
         U, V2 = B * used, B * ~used
         JU = (J * on[:, None]) @ U
-        c = jnp.linalg.solve(JU.T @ JU + jnp.diag((~used).astype(J.dtype)), JU.T @ (gamma * on))
+        c = linalg.solve(JU.T @ JU + jnp.diag((~used).astype(J.dtype)), JU.T @ (gamma * on))
         qdd = reduced_solve(M, Q, V2, U @ c, ~used)
         return qdd, constraint_multipliers(M, Q, J, sel, qdd)

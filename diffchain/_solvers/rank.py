@@ -7,6 +7,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from .._xla import linalg
+
 OK, SINGULAR, INCONSISTENT, NONFINITE = 0, 1, 2, 3
 
 
@@ -78,8 +80,8 @@ def min_norm_multipliers(J, sel, lam):
     rows ``sel``; the minimum-norm one is its projection on range(J) = range(C), C = J J_S^T (J_S J_S^T)^-1."""
     Js = J * sel[:, None]
     D = jnp.diag((~sel).astype(J.dtype))
-    C = jnp.linalg.solve(Js @ Js.T + D, Js @ J.T).T          # (m, m): row i of J = sum_k C_ik J_k, k in sel
-    return C @ jnp.linalg.solve(C.T @ C + D, C.T @ lam)
+    C = linalg.solve(Js @ Js.T + D, Js @ J.T).T          # (m, m): row i of J = sum_k C_ik J_k, k in sel
+    return C @ linalg.solve(C.T @ C + D, C.T @ lam)
 
 
 def _info(J, gamma, on, qdd, indep, r, red, minpiv, nominal_rank):

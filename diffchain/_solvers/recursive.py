@@ -67,6 +67,12 @@ def abcd_backward(m, r, e, Fe, P, a0):
     return A, b, C, d
 
 
+def _inv2(A):
+    """The inverse of a 2 x 2 matrix, written out (no LAPACK call under ``vmap``: :mod:`diffchain._xla.linalg`)."""
+    (a, b), (c, d) = A
+    return jnp.array([[d, -b], [-c, a]]) / (a * d - b * c)
+
+
 def abcd_backward_inertial(B, r, e, Fe, P, a0, M12):
     """The A, b, C, d sweep for links with distributed mass (seed 003 natural coordinates, :mod:`diffchain._model.inertia`;
     reduces to seed 000 eqs. 6–9 when the links are massless).
@@ -92,7 +98,7 @@ def abcd_backward_inertial(B, r, e, Fe, P, a0, M12):
         M21_i = M12_i.T
         N = B_i - M12_i @ A1 @ M21_i
         rho = r_i + M12_i @ (A1 @ r_i)
-        K = P_i @ jnp.linalg.inv(P_i @ N @ P_i + I2 - P_i) @ P_i
+        K = P_i @ _inv2(P_i @ N @ P_i + I2 - P_i) @ P_i
         f0 = Fe_i - M12_i @ b1 - N @ a0_i
         Krho = K @ rho
         D = rho @ Krho + r_i @ A1 @ r_i

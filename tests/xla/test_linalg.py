@@ -1,6 +1,6 @@
-"""The small factorizations in XLA operations (diffchain._xla.linalg) against numpy's LAPACK, and the event programs
-free of LAPACK custom calls (batched LAPACK kernels of jaxlib 0.10 deadlock XLA's CPU thread pool when two run at
-once)."""
+"""The small factorizations in XLA operations (diffchain._xla.linalg) against numpy's LAPACK, and the batched programs
+of chains and mechanisms free of LAPACK custom calls (batched LAPACK kernels of jaxlib 0.10 deadlock XLA's CPU thread
+pool when two run at once)."""
 import re
 
 import jax
@@ -10,7 +10,8 @@ import pytest
 
 import diffchain as dc
 from diffchain._events.dynamics import _mass_metric_step
-from diffchain._xla.linalg import apply_q, apply_qt, cholesky, householder_qr, solve_lower, solve_upper
+from diffchain import systems
+from diffchain._xla.linalg import apply_q, apply_qt, cholesky, householder_qr, solve, solve_lower, solve_upper
 
 
 def _matrices():
@@ -91,6 +92,50 @@ def test_mass_metric_step_reverse_mode_matches_central_differences():
         np.testing.assert_allclose(jnp.sum(g * d), fd, rtol=1e-6, atol=1e-9)
 
 
+@pytest.mark.parametrize("n", [1, 2, 6])
+def test_lu_solve_equals_lapack_with_implicit_derivatives(n):
+    """solve (LU with partial pivoting, a zero leading entry forcing a row swap) equals numpy's LAPACK solve for a
+    vector and a matrix right-hand side, batched too; its derivatives (implicit: the transposed solve) equal those of
+    jnp.linalg.solve in both arguments; a singular matrix gives non-finite numbers, as LAPACK's does."""
+    rng = np.random.default_rng(n)
+    A, b, B = rng.normal(size=(n, n)), rng.normal(size=n), rng.normal(size=(n, 3))
+    if n > 1:
+        A[0, 0] = 0.0
+    np.testing.assert_allclose(solve(A, b), np.linalg.solve(A, b), rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(solve(A, B), np.linalg.solve(A, B), rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(jax.vmap(solve)(jnp.stack([A, A.T]), jnp.stack([b, b])),
+                               np.stack([np.linalg.solve(A, b), np.linalg.solve(A.T, b)]), rtol=1e-12, atol=1e-13)
+    ours, lapack = [jax.grad(lambda A, b, how=how: jnp.sum(jnp.sin(how(A, b))), (0, 1))(A, b)
+                    for how in (solve, jnp.linalg.solve)]
+    for x, y in zip(ours, lapack):
+        np.testing.assert_allclose(x, y, rtol=1e-11, atol=1e-12)
+    assert not np.all(np.isfinite(solve(np.zeros((2, 2)), np.ones(2))))
+
+
+def _lapack_calls(f, *args):
+    return [c for c in set(re.findall(r'custom_call_target="([^"]+)"', jax.jit(f).lower(*args).as_text(dialect="hlo")))
+            if "lapack" in c]
+
+
+def test_batched_mechanism_programs_call_no_lapack():
+    """vmap of a four-bar's event rollout (motor, stop, floor) and of its rollout, and their gradients: no LAPACK
+    custom call (a 512-copy event rollout of this four-bar hung for ever in jaxlib 0.10's batched LU, ``getrf``)."""
+    linkage, start = systems.four_bar(stop=1.28)
+    floor = dc.Events(linkage, ground=-0.3, contact=["C"])
+    k = jnp.linspace(0.5, 3.0, 4)
+
+    def events(k):
+        u = dc.Control(tau=jnp.full((3, 1), 30.0) * k)
+        return jnp.sum(dc.event_rollout(linkage, floor, dc.EventState(start, model=linkage), u, 1e-3)[0].state.v)
+
+    def plain(k):
+        return jnp.sum(dc.rollout(linkage, start, dc.Control(tau=jnp.full((3, 1), 30.0) * k), 1e-3)[0].v)
+
+    for f in (events, plain):
+        assert not _lapack_calls(jax.vmap(f), k), f.__name__
+        assert not _lapack_calls(jax.grad(lambda k: jnp.sum(jax.vmap(f)(k))), k), f.__name__
+
+
 def test_batched_event_programs_call_no_lapack():
     """vmap of an event rollout with impacts, limits and the projection: no LAPACK custom call (jaxlib 0.10's batched
     kernels deadlock the CPU thread pool: a 512-copy drop hung for ever). Its derivatives are those of the same
@@ -101,5 +146,4 @@ def test_batched_event_programs_call_no_lapack():
     es = jax.tree.map(lambda a: jnp.stack([a] * 4), dc.EventState(s))
     run = jax.vmap(lambda e: dc.event_rollout(chain, events, e, None, 1e-3, n_steps=3,
                                               integrator=dc.Projected(dc.VelocityVerlet()))[0].state.x)
-    calls = set(re.findall(r'custom_call_target="([^"]+)"', jax.jit(run).lower(es).as_text(dialect="hlo")))
-    assert not [c for c in calls if "lapack" in c], calls
+    assert not _lapack_calls(run, es)
