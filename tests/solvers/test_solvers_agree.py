@@ -243,25 +243,22 @@ def test_projection_by_the_recursion_equals_the_dense_one(name):
 
 
 def test_every_solver_returns_the_same_record():
-    """One Solution from every solver and question: a chain's a (n, 2) and rod tensions (n-1,), with held joints
-    their torques (n,) (None without), a system's q_dd (N,), one multiplier per row and its rank information; the
-    entries agree across solvers (the values are checked to round-off by the tests above)."""
+    """One Solution from every solver and question (its fields' shapes, by jax.eval_shape): a chain's a (n, 2) and rod
+    tensions (n-1,), with held joints their torques (n,) (None without), a system's q_dd (N,), one multiplier per row
+    and its rank information (the values are checked to round-off by the tests above)."""
     chain, state, control, _ = make_problem(4, 1, "random", kinds=False, links=False)
     held = jnp.array([False, True, False, True])
     M, Q, J, gamma, on = chain_system(chain, state, control)
-    ref = dc.KKT()(chain, state, control)
-    for name, solver in SOLVERS.items():
-        sol = solver(chain, state, control)
-        sol_held = sol if name == "Banded" else solver.held(chain, state, control, held, jnp.zeros(4))
+    for name, solver in {**SOLVERS, "KKT": dc.KKT()}.items():
+        sol = jax.eval_shape(solver, chain, state, control)
+        sol_held = sol if name == "Banded" else jax.eval_shape(solver.held, chain, state, control, held, jnp.zeros(4))
         for s in (sol, sol_held):
             assert isinstance(s, dc.Solution) and s.a.shape == (4, 2) and s.forces.shape == (3,), name
         assert sol.tau_w is None and (name == "Banded" or sol_held.tau_w.shape == (4,)), name
-        np.testing.assert_allclose(sol.a, ref.a, rtol=1e-10, err_msg=name)
         if not solver.chains_only:
-            system = solver.system(M, Q, J, gamma, on)
+            system = jax.eval_shape(solver.system, M, Q, J, gamma, on)
             assert system.a.shape == (8,) and system.forces.shape == (J.shape[0],), name
-            assert isinstance(system.info, dc.Info) and int(system.info.rank) == int(jnp.sum(on)), name
-            np.testing.assert_allclose(system.a.reshape(4, 2), ref.a, rtol=1e-10, err_msg=name)
+            assert isinstance(system.info, dc.Info) and system.info.rank.shape == (), name
 
 
 @pytest.mark.parametrize("solver", [dc.Recursive(), dc.ShortChain()], ids=["recursive", "short"])
