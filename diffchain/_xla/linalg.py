@@ -5,7 +5,7 @@ done; when as many of them run at once as the pool has threads (two independent 
 ``orgqr`` and a triangular solve with its R), every thread waits and the program hangs for ever at 0 % CPU (seen with
 ``vmap`` of an event rollout over 512 copies, of a chain and of a four-bar). The event quantum's projections
 (:func:`diffchain._events.dynamics._mass_metric_step`) and the dense solvers therefore use these loops: the same
-arithmetic (Householder QR, Cholesky, LU with partial pivoting, substitution), one ``lax.scan`` over the columns each
+arithmetic (Householder QR, Cholesky, Gauss–Jordan elimination with partial pivoting, substitution), one ``lax.scan`` over the columns each
 (reverse-differentiable), the same program on every backend and under ``vmap`` and its derivatives; :func:`solve`
 takes its derivatives implicitly, as ``jnp.linalg.solve`` does.
 """
@@ -96,47 +96,25 @@ def solve_upper(U, B):
     return _columns(n, step, jnp.zeros_like(B), reverse=True)
 
 
-def lu(A):
-    """P A = L U by Gaussian elimination with partial pivoting, A (n, n): returns LU (n, n), L's entries below the
-    diagonal (its diagonal is 1) and U on and above it, and perm (n,), row i of P A being row perm[i] of A (LAPACK's
-    getrf). A zero pivot is kept: the solves then give non-finite numbers, as LAPACK's do."""
+def _gauss_jordan(A, B):
+    """X with A X = B, A (n, n), B (n,) or (n, k), by Gauss–Jordan elimination with partial pivoting on [A | B]: one
+    ``lax.scan`` over the columns. A zero pivot is kept: X is then not finite, as LAPACK's solve gives."""
     n = A.shape[0]
     rows = jnp.arange(n)
+    M = jnp.concatenate([A, B.reshape(n, -1)], 1)
 
-    def step(k, carry):
-        A, perm = carry
-        p = jnp.argmax(jnp.where(rows >= k, jnp.abs(A[:, k]), -1.0))
-        A = A.at[k].set(A[p]).at[p].set(A[k])
-        perm = perm.at[k].set(perm[p]).at[p].set(perm[k])
-        low = rows > k
-        l = jnp.where(low, A[:, k] / A[k, k], 0.0)
-        A = A - jnp.outer(l, jnp.where(low, A[k], 0.0))
-        return A.at[:, k].set(jnp.where(low, l, A[:, k])), perm
+    def step(k, M):
+        p = jnp.argmax(jnp.where(rows >= k, jnp.abs(M[:, k]), -1.0))
+        M = M.at[k].set(M[p]).at[p].set(M[k])
+        pivot_row = M[k] / M[k, k]
+        return (M - jnp.outer(M[:, k], pivot_row)).at[k].set(pivot_row)
 
-    return _columns(n, step, (A, rows))
-
-
-def _lu_solve(LU, perm, B, transpose):
-    """X with A X = B (A^T X = B with ``transpose``) from A's :func:`lu`; B (n,) or (n, k)."""
-    n = LU.shape[0]
-
-    def lower(L, unit, B):  # forward substitution
-        return _columns(n, lambda i, X: X.at[i].set((B[i] - L[i] @ X) / (1.0 if unit else L[i, i])), jnp.zeros_like(B))
-
-    def upper(U, unit, B):  # back substitution
-        return _columns(n, lambda i, X: X.at[i].set((B[i] - U[i] @ X) / (1.0 if unit else U[i, i])),
-                        jnp.zeros_like(B), reverse=True)
-
-    L, U = jnp.tril(LU, -1), jnp.triu(LU)
-    if not transpose:  # L U X = P B
-        return upper(U, False, lower(L, True, B[perm]))
-    Z = upper(L.T, True, lower(U.T, False, B))  # U^T L^T (P X) = B
-    return jnp.zeros_like(Z).at[perm].set(Z)
+    return _columns(n, step, M)[:, n:].reshape(B.shape)
 
 
 def solve(A, B):
-    """X with A X = B, A (n, n) nonsingular, B (n,) or (n, k): :func:`lu` and two substitutions. Derivatives are
-    implicit (``lax.custom_linear_solve``: the transposed solve with the same factors), as for ``jnp.linalg.solve``."""
-    LU, perm = lu(jax.lax.stop_gradient(A))
-    return jax.lax.custom_linear_solve(lambda X: A @ X, B, lambda _, X: _lu_solve(LU, perm, X, False),
-                                       lambda _, X: _lu_solve(LU, perm, X, True))
+    """X with A X = B, A (n, n) nonsingular, B (n,) or (n, k) (:func:`_gauss_jordan`). Derivatives are implicit
+    (``lax.custom_linear_solve``: the transposed system solved the same way), as for ``jnp.linalg.solve``."""
+    A_ = jax.lax.stop_gradient(A)
+    return jax.lax.custom_linear_solve(lambda X: A @ X, B, lambda _, X: _gauss_jordan(A_, X),
+                                       lambda _, X: _gauss_jordan(A_.T, X))

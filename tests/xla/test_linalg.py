@@ -93,9 +93,9 @@ def test_mass_metric_step_reverse_mode_matches_central_differences():
 
 
 @pytest.mark.parametrize("n", [1, 2, 6])
-def test_lu_solve_equals_lapack_with_implicit_derivatives(n):
-    """solve (LU with partial pivoting, a zero leading entry forcing a row swap) equals numpy's LAPACK solve for a
-    vector and a matrix right-hand side, batched too; its derivatives (implicit: the transposed solve) equal those of
+def test_solve_equals_lapack_with_implicit_derivatives(n):
+    """solve (Gauss–Jordan with partial pivoting, a zero leading entry forcing a row swap) equals numpy's LAPACK solve
+    for a vector and a matrix right-hand side, batched too; its derivatives (implicit: the transposed solve) equal those of
     jnp.linalg.solve in both arguments; a singular matrix gives non-finite numbers, as LAPACK's does."""
     rng = np.random.default_rng(n)
     A, b, B = rng.normal(size=(n, n)), rng.normal(size=n), rng.normal(size=(n, 3))
@@ -120,7 +120,7 @@ def _lapack_calls(f, *args):
 def test_batched_mechanism_programs_call_no_lapack():
     """vmap of a four-bar's event rollout (motor, stop, floor) and of its rollout, and the rollout's gradient: no
     LAPACK custom call (a 512-copy event rollout of this four-bar hung for ever in jaxlib 0.10's batched LU,
-    ``getrf``). A gradient holds the derivatives of the same operations and the transposed solves of the same LU
+    ``getrf``). A gradient holds the derivatives of the same operations and the transposed solves
     (diffchain._xla.linalg.solve), as the rollout's shows."""
     linkage, start = systems.four_bar(stop=1.28)
     floor = dc.Events(linkage, ground=-0.3, contact=["C"])
