@@ -5,9 +5,9 @@ done; when as many of them run at once as the pool has threads (two independent 
 ``orgqr`` and a triangular solve with its R), every thread waits and the program hangs for ever at 0 % CPU (seen with
 ``vmap`` of an event rollout over 512 copies, of a chain and of a four-bar). The event quantum's projections
 (:func:`diffchain._events.dynamics._mass_metric_step`) and the dense solvers therefore use these loops: the same
-arithmetic (Householder QR, Cholesky, Gauss–Jordan elimination with partial pivoting, substitution), one ``lax.scan`` over the columns each
-(reverse-differentiable), the same program on every backend and under ``vmap`` and its derivatives; :func:`solve`
-takes its derivatives implicitly, as ``jnp.linalg.solve`` does.
+arithmetic (Householder QR, Cholesky, Gauss–Jordan elimination with partial pivoting, substitution), one ``lax.scan``
+over the columns each (reverse-differentiable; unrolled, they compile slower), the same program on every backend and
+under ``vmap`` and its derivatives; :func:`solve` takes its derivatives implicitly, as ``jnp.linalg.solve`` does.
 """
 from __future__ import annotations
 
