@@ -21,11 +21,11 @@ def _rel(x, y):
     return float(np.max(np.abs(x - y)) / max(np.max(np.abs(y)), 1e-300))
 
 
-def assert_solvers_agree(problem, stab=None):
-    """Recursion == KKT: accelerations to 1e-10 relative, rod tensions to 1e-9 where they are determined (a rod between
-    two guided points carries none: seed §6.1)."""
+def assert_solvers_agree(problem, stab=None, solver=None):
+    """The recursion (or ``solver``, jitted as ``rec``) == KKT: accelerations to 1e-10 relative, rod tensions to 1e-9
+    where they are determined (a rod between two guided points carries none: seed §6.1)."""
     chain, state, control, desc = problem
-    a1, phi1 = rec(chain, state, control, stab)
+    a1, phi1 = (solver or rec)(chain, state, control, stab)
     a2, phi2 = kkt(chain, state, control, stab)
     assert np.all(np.isfinite(a1)), desc
     assert _rel(a1, a2) <= 1e-10, desc
@@ -44,13 +44,7 @@ def test_recursive_equals_kkt_on_random_chains(problem, stab):
 def test_the_sparse_method_equals_kkt_on_random_chains(problem, stab):
     """Seed 001's sparse method (dc.Banded: the tridiagonal range-space form, guided points and sliders eliminated
     first) against dense KKT on random chains of point masses: accelerations to 1e-10, determined tensions to 1e-9."""
-    chain, state, control, desc = problem
-    a1, phi1 = banded(chain, state, control, stab)
-    a2, phi2 = kkt(chain, state, control, stab)
-    assert np.all(np.isfinite(a1)), desc
-    assert _rel(a1, a2) <= 1e-10, desc
-    free_rod = ~(np.asarray(chain.guided[:-1]) & np.asarray(chain.guided[1:]))
-    assert not free_rod.any() or _rel(np.asarray(phi1)[free_rod], np.asarray(phi2)[free_rod]) <= 1e-9, desc
+    assert_solvers_agree(problem, stab, banded)
 
 
 @given(random_problem())
