@@ -3,6 +3,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import diffchain as dc
 from diffchain._solvers import mechanism as ms
@@ -18,6 +19,7 @@ def hanging_chain(n, rng):
     return P, np.linalg.norm(P[1:] - P[:-1], axis=1)
 
 
+@pytest.mark.slow
 def test_banded_closed_chain_equals_dense_kkt():
     """A chain of n masses pinned at both ends (a loop through the ground), solved by the sparse method (Banded):
     its accelerations and rod tensions equal the dense KKT solve of the same loop built as a Mechanism (rods as

@@ -40,6 +40,7 @@ def test_recursive_equals_kkt_on_random_chains(problem, stab):
     assert_solvers_agree(problem, stab)
 
 
+@pytest.mark.slow
 @given(random_problem(pose="random"), st.sampled_from([None, 0.01]))
 def test_the_sparse_method_equals_kkt_on_random_chains(problem, stab):
     """Seed 001's sparse method (dc.Banded: the tridiagonal range-space form, guided points and sliders eliminated

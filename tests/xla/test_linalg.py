@@ -117,6 +117,7 @@ def _lapack_calls(f, *args):
             if "lapack" in c]
 
 
+@pytest.mark.slow
 def test_batched_mechanism_programs_call_no_lapack():
     """vmap of a four-bar's event rollout (motor, stop, floor) and of its rollout, and the rollout's gradient: no
     LAPACK custom call (a 512-copy event rollout of this four-bar hung for ever in jaxlib 0.10's batched LU,
