@@ -26,6 +26,7 @@ import jax.numpy as jnp
 from .._constraints.chain import point_projector_c, rod_terms_c
 from .._model.chain import Chain, Control, State
 from .._model.forces import external_forces_c
+from .._model.geometry import _pad_diff
 from .base import Solution, Solver
 
 
@@ -63,9 +64,10 @@ def banded_dynamics(chain: Chain, state: State, control: Control, stab=None):
     def W(fx, fy, i=slice(None)):  # W_i f
         return w11[i] * fx + w12[i] * fy, w12[i] * fx + w22[i] * fy
 
-    Fx, Fy = external_forces_c(chain, X, Y, U, V, control)
-    cx, cy = W(Fx, Fy)
-    cx, cy = a0x + cx, a0y + cy
+    wFx, wFy = W(*external_forces_c(chain, X, Y, U, V, control))
+    cx, cy = a0x + wFx, a0y + wFy
+    if chain.n == 1:  # no rod
+        return jnp.stack([cx, cy], -1), jnp.zeros((0,), cx.dtype)
     on = chain.rod_on
 
     def rWr(i, ax, ay, bx, by):  # a^T W_i b
@@ -76,14 +78,9 @@ def banded_dynamics(chain: Chain, state: State, control: Control, stab=None):
     off = -rWr(slice(1, -1), rx[:-1], ry[:-1], rx[1:], ry[1:]) * on[:-1] * on[1:]   # rods k, k+1 share point k+1
     rhs = -e - (rx * (cx[1:] - cx[:-1]) + ry * (cy[1:] - cy[:-1]))
     zero = jnp.zeros((1,), di.dtype)
-    if chain.n == 1:  # no rod
-        return jnp.stack([cx, cy], -1), jnp.zeros((0,), di.dtype)
     phi = _tridiag_solve(jnp.concatenate([zero, off]), jnp.where(on, di, 1.0), jnp.concatenate([off, zero]),
                          jnp.where(on, rhs, 0.0))
-    tx, ty = rx * phi, ry * phi                                   # rod k on point k+1; minus it on point k
-    fx = jnp.concatenate([zero, tx]) - jnp.concatenate([tx, zero])
-    fy = jnp.concatenate([zero, ty]) - jnp.concatenate([ty, zero])
-    ax, ay = W(fx, fy)
+    ax, ay = W(-_pad_diff(rx * phi), -_pad_diff(ry * phi))   # rod k pushes point k+1 with r_k phi_k, point k with -
     return jnp.stack([cx + ax, cy + ay], -1), phi
 
 
