@@ -57,6 +57,21 @@ from .._model.chain import Chain, Control, State
 from .dynamics import _where, constrained_dynamics, project_onto_active
 
 
+class _Carry(eqx.Module):
+    """What one slot of a quantum hands the next (:func:`_event_quantum`)."""
+
+    es: EventState    # the event state at the sub-quantum's start (its cache fields empty)
+    a: jax.Array      # (N, 2) the accelerations there, from the last solver call
+    tau_w: jax.Array  # the held joints' torques of that call
+    R: jax.Array      # the stuck points' reactions of that call
+    valid: jax.Array  # () whether a, tau_w, R belong to the state (else the next slot is a refresh)
+    t: jax.Array      # () the time reached in the quantum, 0 to dt
+    level: jax.Array  # () int: halvings of the sub-quantum length, dt / 2**level
+    rep: StepReport   # the quantum's report so far
+    left: jax.Array   # (2, F) the contacts and limits released in this quantum (the scuffing test)
+    kick: jax.Array   # () constraints switched on again by the scuffing test: their impulse comes next
+
+
 def _error_estimate(a1, a, h):
     """Seed §12.2 (Euler with back-tracking): the velocity error of a sub-quantum of length h, max_i |a'_i - a_i| h.
     The norm's derivative is finite where a point's acceleration did not change
@@ -192,18 +207,18 @@ def _event_quantum(chain: Chain, events: Events, es: EventState, control: Contro
     def start(es):  # the slots' first carry: the release test at the start
         es_rel, rep0, (rel_c, rel_l) = release(eqx.tree_at(_cache, es, (None,) * 5), report0, es.R, es.tau_w, hit)
         released = jnp.any(rel_c) | jnp.any(rel_l)
-        return dict(es=es_rel, a=es.a, tau_w=es.tau_w, R=es.R, valid=hit & ~released, t=jnp.zeros((), dtype),
+        return _Carry(es=es_rel, a=es.a, tau_w=es.tau_w, R=es.R, valid=hit & ~released, t=jnp.zeros((), dtype),
                     level=zi, rep=rep0, left=jnp.stack([rel_c, rel_l]), kick=jnp.zeros((), bool))
 
     def cut(c, h):
         """Detect the first event of the sub-quantum [t, t + h] (seed §7, §12.1) and build the state at it, with the
         constraints that fire there (everything crossing within round-off of the earliest time) switched on. A
         ``kick`` is the impulse of constraints switched on again by the scuffing test: at once (s_e = 0), adding none."""
-        es_, a, t, kick = c["es"], c["a"], c["t"], c["kick"]
+        es_, a, t, kick = c.es, c.a, c.t, c.kick
         x, v = es_.state.x, es_.state.v
         (s_c, hit_c, k), (s_l, hit_l, side) = detect(chain, events, es_, x, v, a, h)
         s_e = jnp.where(kick, 0.0, jnp.minimum(jnp.min(s_c, initial=h), jnp.min(s_l, initial=h)))
-        event = kick | (c["valid"] & (jnp.any(hit_c) | jnp.any(hit_l)))
+        event = kick | (c.valid & (jnp.any(hit_c) | jnp.any(hit_l)))
         tol = 1e-9 * dt
         new_c = ~kick & hit_c & (s_c <= s_e + tol)
         new_l = ~kick & hit_l & (s_l <= s_e + tol)
@@ -212,13 +227,13 @@ def _event_quantum(chain: Chain, events: Events, es: EventState, control: Contro
         zk, z0k = events.z[k] if events.z.shape[0] else jnp.zeros_like(pe), events.z0[k] if events.z.shape[0] else pe
         proj = pe - zk * jnp.sum(zk * (pe - z0k), -1, keepdims=True)  # the pin: the contact point on the line
         # a constraint hit again in the quantum that released it is the seed's scuffing loop: lock it at once
-        again = jnp.stack([new_c, new_l]) & c["left"]
+        again = jnp.stack([new_c, new_l]) & c.left
         chatter = jnp.where(again, jnp.maximum(es_.chatter, jnp.e * events.chatter_count), es_.chatter)
         es_event = eqx.tree_at(lambda e: (e.state, e.stuck, e.pin, e.normal, e.held, e.side, e.chatter), es_,
                                (State(xe, ve, t0 + t + s_e), es_.stuck | new_c,
                                 jnp.where(new_c[:, None], proj, es_.pin), jnp.where(new_c[:, None], zk, es_.normal),
                                 es_.held | new_l, jnp.where(new_l, side, es_.side), chatter))
-        rep = c["rep"]
+        rep = c.rep
         rep = eqx.tree_at(lambda r: (r.impacts, r.limit_hits, r.events, r.slots), rep,
                           (rep.impacts | (event & new_c), rep.limit_hits | (event & new_l), rep.events + event,
                            rep.slots + 1))
@@ -229,12 +244,12 @@ def _event_quantum(chain: Chain, events: Events, es: EventState, control: Contro
         the whole remaining time and is accepted without the error test; after an event there the rest drifts with
         the new velocities (a newly stuck point stays put); a refresh there integrates the rest with the accelerations
         it found."""
-        es_, a, t = c["es"], c["a"], c["t"]
+        es_, a, t = c.es, c.a, c.t
         x, v = es_.state.x, es_.state.v
         remaining = dt - t
-        h = jnp.where(last, remaining, jnp.minimum(dt * 0.5 ** c["level"].astype(dtype), remaining))
+        h = jnp.where(last, remaining, jnp.minimum(dt * 0.5 ** c.level.astype(dtype), remaining))
         event, s_e, es_event, rep = cut(c, h)
-        trial = c["valid"] & ~event
+        trial = c.valid & ~event
         xe, ve = es_event.state.x, es_event.state.v
         x1, v1 = _quantum(x, v, a, h)
         # the slot's one solver call: at the current state (refresh), at the trial's end, or the impulse at the event
@@ -244,9 +259,9 @@ def _event_quantum(chain: Chain, events: Events, es: EventState, control: Contro
         a_s, tau_w, R = solve(es_call, xs, vs, t0 + jnp.where(event, t + s_e, jnp.where(trial, t + h, t)), event)
         # trial: accept or halve (seed §12.2 Euler with back-tracking)
         err = _error_estimate(a_s, a, h)
-        reject = trial & (err > events.threshold) & (c["level"] < events.max_depth) & ~last
+        reject = trial & (err > events.threshold) & (c.level < events.max_depth) & ~last
         accept = trial & ~reject
-        forced = last & ~c["valid"] & ~event  # a refresh in the last slot
+        forced = last & ~c.valid & ~event  # a refresh in the last slot
         rep = eqx.tree_at(lambda r: (r.substeps, r.halvings, r.error, r.exhausted), rep,
                           (rep.substeps + (accept | last), rep.halvings + reject,
                            jnp.where(accept, jnp.maximum(rep.error, err), rep.error), rep.exhausted | last))
@@ -274,8 +289,8 @@ def _event_quantum(chain: Chain, events: Events, es: EventState, control: Contro
         # locked for chatter_window quanta, and gets its impulse in the next slot (it may be moving in: another
         # point's impact can have pushed it since its release). The releases of this quantum are undone with it where
         # the constraint still holds (within 1e-6 of the longest rod / 1e-6 rad): the impulse would push them in.
-        left = c["left"]
-        refresh = ~c["valid"] & ~event & ~last
+        left = c.left
+        refresh = ~c.valid & ~event & ~last
         p = chain.contact_points(x)
         gap = jnp.sum(es_new.normal * (p - es_new.pin), -1)  # of a contact point from its line
 
@@ -302,9 +317,9 @@ def _event_quantum(chain: Chain, events: Events, es: EventState, control: Contro
                               es_new.held | back[1], jnp.maximum(es_new.chatter, lock)))
         valid = check & ~released & ~jnp.any(back) & ~moved
         left = left | jnp.stack([rel_c, rel_l])
-        level = jnp.where(reject, c["level"] + 1, jnp.where(accept, jnp.maximum(c["level"] - 1, 0), c["level"]))
+        level = jnp.where(reject, c.level + 1, jnp.where(accept, jnp.maximum(c.level - 1, 0), c.level))
         keep = lambda old, new: jnp.where(reject, old, new)  # noqa: E731
-        return dict(es=es_new, a=keep(a, a_s), tau_w=keep(c["tau_w"], tau_w), R=keep(c["R"], R), valid=valid | reject,
+        return _Carry(es=es_new, a=keep(a, a_s), tau_w=keep(c.tau_w, tau_w), R=keep(c.R, R), valid=valid | reject,
                     t=t_new, level=level, rep=rep, left=left, kick=jnp.any(back))
 
     # most quanta are quiet: there the quiet trial's result is what the first slot gives; elsewhere the slots run the
@@ -316,12 +331,12 @@ def _event_quantum(chain: Chain, events: Events, es: EventState, control: Contro
                                                                             jnp.maximum(report0.error, err1)))
 
     def quiet_carry(_):  # the carry after the quiet trial as the first slot: the quantum is complete
-        return dict(es=eqx.tree_at(lambda e: e.state, es0, State(x1, v1, t0 + dt)), a=a1, tau_w=tau_w1, R=R1,
+        return _Carry(es=eqx.tree_at(lambda e: e.state, es0, State(x1, v1, t0 + dt)), a=a1, tau_w=tau_w1, R=R1,
                     valid=jnp.ones((), bool), t=dt, level=zi, rep=rep1, left=jnp.zeros((2, n), bool),
                     kick=jnp.zeros((), bool))
 
     last = jnp.arange(events.slots) == events.slots - 1
-    done = lambda c: c["t"] >= dt  # noqa: E731
+    done = lambda c: c.t >= dt  # noqa: E731
     rel_c, rel_l = _release_tests(chain, events, es0, es.R, es.tau_w)
     trial_ok = hit & ~(jnp.any(rel_c) | jnp.any(rel_l)) & quiet  # = start(es)["valid"] & quiet
     decay = jnp.exp(-1.0 / events.chatter_window)
@@ -329,14 +344,14 @@ def _event_quantum(chain: Chain, events: Events, es: EventState, control: Contro
 
     def finish(c):  # the chatter counters decay once per quantum, the continuous angles follow the new state (the
         # slots keep those of the start, within pi of every angle of the quantum)
-        es_ = c["es"]
+        es_ = c.es
         es_ = eqx.tree_at(lambda e: (e.chatter, e.theta), es_, (es_.chatter * decay,
                                                                   chain.feature_angles(es_.state.x, es_.theta)))
         if projected:  # onto every constraint switched on: rods, sliders, pinned and stuck points, held joints (the
             # cache stays: the projection moves the state by its drift only)
             es_ = eqx.tree_at(lambda e: e.state, es_, project_onto_active(chain, events, es_, projected.iterations))
-        es_ = eqx.tree_at(_cache, es_, (c["a"], c["tau_w"], c["R"], None, c["valid"]), is_leaf=_none)
-        return es_, c["rep"]  # (the control is set after the cond)
+        es_ = eqx.tree_at(_cache, es_, (c.a, c.tau_w, c.R, None, c.valid), is_leaf=_none)
+        return es_, c.rep  # (the control is set after the cond)
 
     # a cond: on one chain a quiet quantum skips the start's release test (under vmap it is a select of both)
     out, rep = finish(scan_until(slot, jax.lax.cond(trial_ok, quiet_carry, start, es), last, done))
