@@ -44,6 +44,7 @@ import functools
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+from jax.ad_checkpoint import checkpoint_name
 
 from .._simulate.integrators import Integrator, SeedQuantum, VelocityVerlet
 from .._simulate.projection import Projected
@@ -55,6 +56,10 @@ from .._model.model import GENERAL
 from .state import EventState, Events, StepReport, _cache, _none
 from .._model.chain import Chain, Control, State
 from .dynamics import _where, constrained_dynamics, project_onto_active
+
+
+# the name of the slots' result, which event_rollout's reverse pass keeps instead of recomputing the slots
+SLOTS = "diffchain.event_slots"
 
 
 class _Carry(eqx.Module):
@@ -354,7 +359,8 @@ def _event_quantum(chain: Chain, events: Events, es: EventState, control: Contro
         return es_, c.rep  # (the control is set after the cond)
 
     # a cond: on one chain a quiet quantum skips the start's release test (under vmap it is a select of both)
-    out, rep = finish(scan_until(slot, jax.lax.cond(trial_ok, quiet_carry, start, es), last, done))
+    carry = scan_until(slot, jax.lax.cond(trial_ok, quiet_carry, start, es), last, done)
+    out, rep = finish(jax.tree.map(lambda v: checkpoint_name(v, SLOTS), carry))
     return eqx.tree_at(lambda e: e.control, out, u, is_leaf=_none), rep
 
 

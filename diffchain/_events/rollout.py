@@ -14,7 +14,8 @@ from .state import EventState, Events, check_event_state
 from .._model.chain import Control
 from .._model.checks import runtime_checks
 from .._analysis.diagnosis import check_run
-from .quantum import _event_quantum, check_event_integrator
+from .._solvers.implicit import KKT_SOLUTION
+from .quantum import SLOTS, _event_quantum, check_event_integrator
 
 
 def event_rollout(model, events: Events, es: EventState, controls, dt, *, n_steps: int | None = None,
@@ -25,8 +26,9 @@ def event_rollout(model, events: Events, es: EventState, controls, dt, *, n_step
     ``integrator``: :class:`diffchain.VelocityVerlet` (the default) or :class:`diffchain.SeedQuantum` (the seed as
     written), plain or projected, as for :func:`event_step`. ``controls`` as in :func:`diffchain.rollout`: a stacked
     :class:`Control`, a policy ``policy(state) -> Control`` (it sees the :class:`State`), or None; ``checkpoint=k``
-    recomputes segments of k quanta in reverse mode (default 1: the reverse pass recomputes each quantum instead of
-    storing its hundreds of intermediate arrays; None stores them). ``model`` may be a :class:`Chain` or a
+    recomputes segments of k quanta in reverse mode (default 1: the reverse pass keeps each quantum's start, the
+    result of its slots and its solver solutions, and recomputes the rest instead of storing its hundreds of
+    intermediate arrays; None stores them). ``model`` may be a :class:`Chain` or a
     :class:`Mechanism` (with ``dc.Events(mechanism, ...)``, ``dc.EventState(state, model=mechanism)`` and the motor
     torques as controls, ``Control(tau=(T, n_motors))``); ``solver`` defaults to the recursion for a chain, dense KKT
     for a mechanism. The start is validated by
@@ -61,8 +63,11 @@ def event_rollout(model, events: Events, es: EventState, controls, dt, *, n_step
         carry, rep = _event_quantum(chain, events, carry, u, dt, solver, integrator)
         return carry, (carry, rep)
 
+    # quantum by quantum, reverse mode also keeps the slots' result and the solver solutions: the slots then run once
+    # more only in their own pullback (in longer segments that would make the memory O(n_steps) again)
+    keep = (SLOTS, KKT_SOLUTION) if checkpoint == 1 else ()
     dt = jnp.asarray(dt, chain.dtype)
-    final, traj = _scan_rollout(chain, body, es, controls, n_steps, checkpoint, lambda c: c.state)
+    final, traj = _scan_rollout(chain, body, es, controls, n_steps, checkpoint, lambda c: c.state, keep)
     if check:  # the run itself: finite and on its rods and sliders (diffchain._analysis.diagnosis): its final state
         final, traj = check_run(who, chain, final, traj, "a smaller dt, or a lower Events threshold")
     return final, traj

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import abc
+import functools
 import operator
 
 import equinox as eqx
@@ -250,9 +251,10 @@ def _rollout(chain, state, controls, dt, n_steps, solver, integrator, checkpoint
     return _scan_rollout(chain, body, state, controls, n_steps, checkpoint, lambda s: s)
 
 
-def _scan_rollout(chain: Chain, body, init, controls, n_steps, checkpoint, to_state):
+def _scan_rollout(chain: Chain, body, init, controls, n_steps, checkpoint, to_state, keep=()):
     """``lax.scan`` of ``body(carry, control) -> (carry, output)`` over open-loop controls, a policy of the
-    :class:`State` ``to_state(carry)``, or None (zero input); optionally checkpointed in segments (see :func:`rollout`)."""
+    :class:`State` ``to_state(carry)``, or None (zero input); optionally checkpointed in segments (see :func:`rollout`)
+    whose reverse pass keeps their start and the values named ``keep`` (``jax.ad_checkpoint.checkpoint_name``)."""
     if controls is None:
         controls = lambda s: chain.zero_control(s.x.dtype)  # noqa: E731
     if callable(controls) and not isinstance(controls, Control):
@@ -276,7 +278,7 @@ def _scan_rollout(chain: Chain, body, init, controls, n_steps, checkpoint, to_st
     seg = n_steps // checkpoint
     xs_seg = None if xs is None else jax.tree_util.tree_map(lambda u: u.reshape(seg, checkpoint, *u.shape[1:]), xs)
 
-    @jax.checkpoint
+    @functools.partial(jax.checkpoint, policy=jax.checkpoint_policies.save_only_these_names(*keep) if keep else None)
     def segment(s, us):
         return jax.lax.scan(closed, s, us, length=checkpoint)
 
