@@ -152,7 +152,6 @@ def _run(cmd, **kwargs):
 
 
 @pytest.mark.slow
-@pytest.mark.slow
 def test_sdist_and_wheel_hold_what_they_should_and_the_sdist_tests_pass_installed(tmp_path):
     """Builds both from a copy of the source tree (the build writes egg-info and build/ next to its sources), without
     isolation (no download: the backend in this environment), then installs the sdist into a fresh venv that sees
