@@ -159,30 +159,6 @@ def feedback(K, c0):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("integrator", INTEGRATORS, ids=lambda i: type(i).__name__)
-def test_lean_rollout_with_a_policy_is_the_recursion(integrator):
-    chains, states, _ = batch(5, range(5))
-    K, c0 = jnp.asarray([2.0, 0.5]), jnp.linspace(-1.0, 1.0, 5)  # gains shared, offsets per chain
-
-    def roll(form):
-        return jax.jit(jax.vmap(lambda c, s, c0: form(c, s, feedback(K, c0)), in_axes=(0, 0, 0)))(chains, states, c0)
-
-    got = roll(lambda c, s, p: point_major(c, s, p, DT, n_steps=T, integrator=integrator))
-    assert_same_rollout(got, roll(lambda c, s, p: array_form(c, s, p, integrator, n_steps=T)))
-
-    def loss(K, form):  # gradients with respect to the policy's closed-over gains, in both orders
-        final, _ = jax.vmap(lambda c, s, c0: form(c, s, feedback(K, c0)))(chains, states, c0)
-        return jnp.sum(final.x[..., 1])
-
-    fast = lambda c, s, p: point_major(c, s, p, DT, n_steps=T, integrator=integrator)  # noqa: E731
-    slow = lambda c, s, p: array_form(c, s, p, integrator, n_steps=T)  # noqa: E731
-    np.testing.assert_allclose(*(jax.jit(jax.grad(loss), static_argnums=1)(K, f) for f in (fast, slow)), rtol=1e-10)
-    per_chain = [jax.jit(jax.vmap(jax.grad(lambda K, c, s, c0: jnp.sum(f(c, s, feedback(K, c0))[0].x)),
-                                  (None, 0, 0, 0)))(K, chains, states, c0) for f in (fast, slow)]
-    np.testing.assert_allclose(*per_chain, rtol=1e-10)
-
-
-@pytest.mark.slow
 def test_derivatives_of_a_lean_rollout_are_the_array_forms():
     chains, states, u = batch(4, range(3))
 
@@ -257,12 +233,13 @@ def test_batched_gradients_of_shared_arguments_and_of_no_input_are_the_array_for
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("integrator, sliders", [(dc.SeedQuantum(), False), (dc.SemiImplicitEuler(), False),
-                                                 (dc.RK4(), False), (dc.SeedQuantum(), True)],
-                         ids=["SeedQuantum", "SemiImplicitEuler", "RK4", "SeedQuantum-sliders"])
-def test_batched_gradients_through_a_policy_are_the_array_forms(integrator, sliders):
-    # the lean adjoint pulling each step's input cotangents back through the policy (its arguments: gains shared,
-    # offsets per chain), with torques, forces and guided accelerations of the state and of the time
+@pytest.mark.parametrize("integrator, sliders", [(dc.SeedQuantum(), False), (dc.SemiImplicitEuler(), True),
+                                                 (dc.RK4(), True), (dc.SeedQuantum(), True)],
+                         ids=["SeedQuantum", "SemiImplicitEuler-sliders", "RK4-sliders", "SeedQuantum-sliders"])
+def test_policy_rollouts_and_their_gradients_are_the_array_forms(integrator, sliders):
+    # closed loop: the rollouts equal the array form's, and the lean adjoint pulls each step's input cotangents back
+    # through the policy (its arguments: gains shared, offsets per chain), with torques, forces and guided
+    # accelerations of the state and of the time; gradients in both orders of vmap and grad
     chains, states, _ = batch(4, range(4), sliders=sliders)
     assert int(lean.lean_kind(chains)) == int(sliders)
     K, c0 = jnp.asarray([2.0, 0.5]), jnp.linspace(-1.0, 1.0, 4)
@@ -273,13 +250,16 @@ def test_batched_gradients_through_a_policy_are_the_array_forms(integrator, slid
                               a_w=0.05 * jnp.sin(s.x + c0))
         return p
 
+    fast = lambda c, s, p: point_major(c, s, p, DT, n_steps=T, integrator=integrator)  # noqa: E731
+    slow = lambda c, s, p: array_form(c, s, p, integrator, n_steps=T)  # noqa: E731
+    roll = lambda form: jax.jit(jax.vmap(lambda c, s, c0: form(c, s, policy(K, c0))))(chains, states, c0)  # noqa: E731
+    assert_same_rollout(roll(fast), roll(slow))
+
     def grads(roll):
         def loss(K, c0, chains, states):
             return rollout_loss(lambda c, s, c0: roll(c, s, policy(K, c0)))(chains, states, c0)
         return jax.jit(jax.grad(loss, argnums=(0, 1, 2, 3), allow_int=True))(K, c0, chains, states)
 
-    fast = lambda c, s, p: point_major(c, s, p, DT, n_steps=T, integrator=integrator)  # noqa: E731
-    slow = lambda c, s, p: array_form(c, s, p, integrator, n_steps=T)  # noqa: E731
     got, want = grads(fast), grads(slow)
     assert_same_gradients(got, want)
     assert float(jnp.max(jnp.abs(got[3].t))) > 0  # the policy reads the time
