@@ -213,7 +213,7 @@ def _event_quantum(chain: Chain, events: Events, es: EventState, control: Contro
         es_rel, rep0, (rel_c, rel_l) = release(eqx.tree_at(_cache, es, (None,) * 5), report0, es.R, es.tau_w, hit)
         released = jnp.any(rel_c) | jnp.any(rel_l)
         return _Carry(es=es_rel, a=es.a, tau_w=es.tau_w, R=es.R, valid=hit & ~released, t=jnp.zeros((), dtype),
-                    level=zi, rep=rep0, left=jnp.stack([rel_c, rel_l]), kick=jnp.zeros((), bool))
+                      level=zi, rep=rep0, left=jnp.stack([rel_c, rel_l]), kick=jnp.zeros((), bool))
 
     def cut(c, h):
         """Detect the first event of the sub-quantum [t, t + h] (seed §7, §12.1) and build the state at it, with the
@@ -325,7 +325,7 @@ def _event_quantum(chain: Chain, events: Events, es: EventState, control: Contro
         level = jnp.where(reject, c.level + 1, jnp.where(accept, jnp.maximum(c.level - 1, 0), c.level))
         keep = lambda old, new: jnp.where(reject, old, new)  # noqa: E731
         return _Carry(es=es_new, a=keep(a, a_s), tau_w=keep(c.tau_w, tau_w), R=keep(c.R, R), valid=valid | reject,
-                    t=t_new, level=level, rep=rep, left=left, kick=jnp.any(back))
+                      t=t_new, level=level, rep=rep, left=left, kick=jnp.any(back))
 
     # most quanta are quiet: there the quiet trial's result is what the first slot gives; elsewhere the slots run the
     # quantum from its start (scan_until, see the module docstring)
@@ -337,13 +337,13 @@ def _event_quantum(chain: Chain, events: Events, es: EventState, control: Contro
 
     def quiet_carry(_):  # the carry after the quiet trial as the first slot: the quantum is complete
         return _Carry(es=eqx.tree_at(lambda e: e.state, es0, State(x1, v1, t0 + dt)), a=a1, tau_w=tau_w1, R=R1,
-                    valid=jnp.ones((), bool), t=dt, level=zi, rep=rep1, left=jnp.zeros((2, n), bool),
-                    kick=jnp.zeros((), bool))
+                      valid=jnp.ones((), bool), t=dt, level=zi, rep=rep1, left=jnp.zeros((2, n), bool),
+                      kick=jnp.zeros((), bool))
 
     last = jnp.arange(events.slots) == events.slots - 1
     done = lambda c: c.t >= dt  # noqa: E731
     rel_c, rel_l = _release_tests(chain, events, es0, es.R, es.tau_w)
-    trial_ok = hit & ~(jnp.any(rel_c) | jnp.any(rel_l)) & quiet  # = start(es)["valid"] & quiet
+    trial_ok = hit & ~(jnp.any(rel_c) | jnp.any(rel_l)) & quiet  # = start(es).valid & quiet
     decay = jnp.exp(-1.0 / events.chatter_window)
     u = jax.tree_util.tree_map(lambda p, q: p.astype(q.dtype), control, es.control)
 
