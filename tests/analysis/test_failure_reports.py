@@ -247,6 +247,7 @@ def test_n_four_bar_leaving_its_branch_is_reported(four_bar_runs):
         dc.rollout(mech, s0, None, 5e-3, n_steps=k + 3, integrator=dc.RK4())
 
 
+@pytest.mark.slow
 def test_n_four_bar_at_2e3_is_right_and_silent(four_bar_runs):
     """At dt = 2e-3 the run keeps its branch: the first crank's tip follows the one-degree-of-freedom solution to
     2e-7 m over 10 s, every crank at the same angle, and nothing is reported (its passages come as close as 1e-4 to

@@ -31,6 +31,7 @@ def test_reduced_pendulum_equals_the_recursion(n_links):
         np.testing.assert_allclose(recursion, reduced, rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.slow
 def test_workloads_agree_with_their_baselines_and_are_float32():
     """Every workload with a closed-form baseline agrees with it at a random state, and a float32 workload's model and
     starts hold float32 arrays only (a float64 leaf would make its "float32" row a float64 program)."""

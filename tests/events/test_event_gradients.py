@@ -63,6 +63,7 @@ def test_second_derivatives_match_finite_differences_without_events(rollout_loss
     np.testing.assert_allclose(hvp, fd, rtol=1e-6, atol=1e-8)
 
 
+@pytest.mark.slow
 def test_gradients_finite_through_a_long_rollout_with_events(rollout_loss):
     """1000 quanta with several impacts, limit hits and releases: gradients finite for a fuzz of initial states."""
     _, grad = rollout_loss

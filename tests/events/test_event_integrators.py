@@ -36,6 +36,7 @@ def energy(chain, start, traj):
     return np.concatenate([[float(dc.energy(chain, start))], np.asarray(jax.vmap(lambda s: dc.energy(chain, s))(traj))])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("integrator", [dc.VelocityVerlet(), dc.SeedQuantum()], ids=["verlet", "seed"])
 def test_event_rollout_is_the_plain_scheme_between_events(integrator):
     """Where nothing happens an event rollout is its integrator's scheme: references diffchain.rollout with the

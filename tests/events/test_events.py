@@ -320,6 +320,7 @@ def test_rollout_does_not_reuse_a_cache_from_another_chain():
     np.testing.assert_array_equal(run(heavy, es, 2 * DT).state.x, run(heavy, clean, 2 * DT).state.x)  # same control
 
 
+@pytest.mark.slow
 def test_pendulum_stops_at_a_limit_holds_and_releases():
     """Swinging down into theta^m = -0.3: it stops there, is held under gravity, and leaves when driven away."""
     chain = dc.pendulum(1)

@@ -431,6 +431,7 @@ def test_baumgarte_stabilisation_reduces_drift():
     assert float(plain) > 5 * float(stabilised) and float(stabilised) < 3e-3
 
 
+@pytest.mark.slow
 def test_rollout_and_step_take_stacked_torques_a_policy_or_none():
     """dc.rollout of a mechanism: the motor torques as a stacked Control, as a policy and (zero) as None, and dc.step
     in a loop, give the same run as the integrator written out with mechanism_dynamics."""

@@ -247,6 +247,7 @@ def test_recursion_in_blocks_equals_kkt(stab, monkeypatch):
     assert _rel(phi1, phi2) <= 1e-9
 
 
+@pytest.mark.slow
 @given(random_problem(sizes=SIZES), st.integers(0, 2**31), st.booleans(), st.booleans())
 def test_active_joints_follow_the_prescribed_angle_motion(problem, seed, off_manifold, held):
     """Along x + v t + a t^2/2 the joint angle of every active joint has theta'' = alpha^w (exactly, also off the

@@ -48,6 +48,7 @@ def test_the_sparse_method_equals_kkt_on_random_chains(problem, stab):
     assert_solvers_agree(problem, stab, banded)
 
 
+@pytest.mark.slow
 @given(random_problem())
 def test_accelerations_satisfy_every_constraint(problem):
     """Independent of both solvers: the returned a satisfies the rod equations (seed eq. 4) and the point constraints,

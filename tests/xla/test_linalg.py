@@ -73,6 +73,7 @@ def test_mass_metric_step_is_the_projection_in_the_mass_metric(dense):
     np.testing.assert_allclose(dq.reshape(-1), expected, rtol=1e-8, atol=1e-10)
 
 
+@pytest.mark.slow
 def test_mass_metric_step_reverse_mode_matches_central_differences():
     """grad through the loops (QR, Cholesky, substitutions) of the dense-metric projection step, with respect to the
     metric, the rows, the point and the target, equals central differences."""

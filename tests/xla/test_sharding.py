@@ -91,6 +91,7 @@ def test_sharded_rollout_and_gradient_equal_one_device(two_devices, program):
         assert r["one_devices"] == 1, (name, r)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("program", ["default", "pointmajor_rk4"])
 def test_sharded_outputs_are_spread_over_both_devices(two_devices, program):
     for name, r in two_devices[program].items():
