@@ -41,6 +41,7 @@ same gradients to round-off (tests/xla/test_lean.py).
 """
 from __future__ import annotations
 
+from typing import Callable
 
 import equinox as eqx
 import jax
@@ -236,7 +237,7 @@ def lean_rollout(axis_size, in_batched, chain: Chain, state: State, controls, *,
 
             def accel(p):
                 t = adjoint_terms(chain, p.x.X, p.x.Y, p.v.X, p.v.Y, u, w, tol, kind)
-                return Points(t["ax"], t["ay"])
+                return Points(t.ax, t.ay)
         else:
             u = None if u is None else tuple(tuple(q[i] for i in range(n)) for q in u)  # per point: (B,) or ()
 
@@ -285,6 +286,45 @@ def _pm(a):
     return a[:, None] if jnp.ndim(a) == 1 else a.T
 
 
+class AdjointTerms(eqx.Module):
+    """The forward quantities of one step that its adjoint reads (:func:`adjoint_terms`), point-major: (n, B) per
+    point, (n-1, B) per rod."""
+
+    U: jax.Array          # the velocities, by component
+    V: jax.Array
+    dx: jax.Array         # the rods d_k = x_{k+1} - x_k and their rates, by component
+    dy: jax.Array
+    du: jax.Array
+    dv: jax.Array
+    pos: jax.Array        # rods of nonzero length
+    inv_sq: jax.Array     # 1 / |d_k|^2 (0 on a rod of zero length)
+    rho: jax.Array        # |d_k|
+    ddv: jax.Array        # d_k . dv_k
+    dtau: jax.Array       # (tau_{k+1} - tau_k) / |d_k|^2: the torques' point forces per rod
+    tau: jax.Array        # the joint torques, damping included
+    l: jax.Array          # the rods' lengths, masses, gravity and guided points of the chain
+    m: jax.Array
+    g: jax.Array
+    guided: jax.Array
+    off: jax.Array        # the tridiagonal matrix's off-diagonal and its factors (:func:`_factor`)
+    factors: tuple
+    psi: jax.Array        # the rod tensions
+    Gx: jax.Array         # the points' forces with the rods'
+    Gy: jax.Array
+    ax: jax.Array         # the accelerations
+    ay: jax.Array
+    weighted: Callable    # (f_x, f_y[, points]) -> P_i f / m_i
+    kw: jax.Array | None = None     # with damping and drag (kind 2): their coefficients
+    kv: jax.Array | None = None
+    sx: jax.Array | None = None     # with sliders (kind >= 1): the lines' normals s, 1 / |s|^2, their
+    sy: jax.Array | None = None     # right-hand side beta, the points on a line, and the positions
+    inv_q: jax.Array | None = None
+    beta: jax.Array | None = None
+    on: jax.Array | None = None
+    X: jax.Array | None = None
+    Y: jax.Array | None = None
+
+
 def adjoint_terms(chain: Chain, X, Y, U, V, u, w, tol, kind=0):
     """The forward quantities that the adjoint of one step reads, on point-major arrays (n, B): the accelerations of
     :func:`lean_accelerations` with the rod tensions psi and the tridiagonal factors. ``u`` = (tau, F_x, F_y, a^w_x,
@@ -300,14 +340,14 @@ def adjoint_terms(chain: Chain, X, Y, U, V, u, w, tol, kind=0):
     rho = jnp.where(pos, jnp.sqrt(jnp.where(pos, sq, 1.0)), 0.0)
     ddv = dx * du + dy * dv
     E = du * du + dv * dv - ddv * ddv * inv_sq + (sq - rho * l) * w * w + 2.0 * w * ddv
-    t = {}
+    extra = {}
     if kind == 2:  # joint damping -k_omega omega^z and drag -k_v |v| v (seed §4.3), omega^z_i = w_i - w_{i-1}
         kw, kv = _pm(chain.k_omega), _pm(chain.k_v)
         omega_z = -_to_points((dx * dv - dy * du) * inv_sq)  # w_k = (d_k x dv_k) / rho_k^2, the links' rates
         tau = tau - kw * omega_z
         drag = kv * _speed(U, V)
         Fx, Fy = Fx - drag * U, Fy - drag * V
-        t = dict(kw=kw, kv=kv)
+        extra = dict(kw=kw, kv=kv)
     dtau = (tau[1:] - tau[:-1]) * inv_sq
     Fx = Fx - _to_points(-dy * dtau)
     Fy = Fy - _to_points(dx * dtau) - (g[None] if jnp.ndim(g) else g) * m
@@ -320,7 +360,7 @@ def adjoint_terms(chain: Chain, X, Y, U, V, u, w, tol, kind=0):
         free = (~guided).astype(m.dtype)
         P = (free - sx * sx * inv_q, -sx * sy * inv_q, free - sy * sy * inv_q)
         a0x, a0y = a0x + sx * beta * inv_q, a0y + sy * beta * inv_q
-        t.update(sx=sx, sy=sy, inv_q=inv_q, beta=beta, on=on, X=X, Y=Y)
+        extra.update(sx=sx, sy=sy, inv_q=inv_q, beta=beta, on=on, X=X, Y=Y)
 
         def weighted(fx, fy, i=slice(None)):  # P_i f / m_i at the points i
             return ((P[0][i] * fx + P[1][i] * fy) / m[i], (P[1][i] * fx + P[2][i] * fy) / m[i])
@@ -340,6 +380,6 @@ def adjoint_terms(chain: Chain, X, Y, U, V, u, w, tol, kind=0):
     psi = jnp.stack(_solve(factors, list(off), list(E - (dx * (ux[:-1] - ux[1:]) + dy * (uy[:-1] - uy[1:])))))
     Gx, Gy = Fx + _to_points(dx * psi), Fy + _to_points(dy * psi)
     ax, ay = weighted(Gx, Gy)
-    return dict(t, U=U, V=V, dx=dx, dy=dy, du=du, dv=dv, pos=pos, inv_sq=inv_sq, rho=rho, ddv=ddv, dtau=dtau,
-                tau=tau, l=l, m=m, g=g, guided=guided, off=off, factors=factors, psi=psi, Gx=Gx, Gy=Gy,
-                ax=ax + a0x, ay=ay + a0y, weighted=weighted)
+    return AdjointTerms(U=U, V=V, dx=dx, dy=dy, du=du, dv=dv, pos=pos, inv_sq=inv_sq, rho=rho, ddv=ddv, dtau=dtau,
+                        tau=tau, l=l, m=m, g=g, guided=guided, off=off, factors=factors, psi=psi, Gx=Gx, Gy=Gy,
+                        ax=ax + a0x, ay=ay + a0y, weighted=weighted, **extra)

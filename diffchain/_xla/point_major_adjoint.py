@@ -37,59 +37,59 @@ def acceleration_adjoint(t, abx, aby, w):
     with the forward's factors, mu_i = -abar_i + d_i nu_i - d_{i-1} nu_{i-1}, and the inputs' cotangent is that of
     -(mu . R + nu . R_rods) at fixed (a, psi), through the local terms (E_k, the torques' point forces, gravity;
     P_i and a0_i of a point on a line) by hand."""
-    dx, dy, du, dv, weighted = t["dx"], t["dy"], t["du"], t["dv"], t["weighted"]
+    dx, dy, du, dv, weighted = t.dx, t.dy, t.du, t.dv, t.weighted
     Qax, Qay = weighted(abx, aby)
     rhs = -(dx * (Qax[:-1] - Qax[1:]) + dy * (Qay[:-1] - Qay[1:]))
-    nu = jnp.stack(_solve(t["factors"], list(t["off"]), list(rhs)))
+    nu = jnp.stack(_solve(t.factors, list(t.off), list(rhs)))
     mux, muy = -abx - _to_points(dx * nu), -aby - _to_points(dy * nu)
     Fbx, Fby = weighted(mux, muy)
     Fbx, Fby = -Fbx, -Fby  # the applied forces' cotangent, -P mu / m
     fbx, fby = Fbx[:-1] - Fbx[1:], Fby[:-1] - Fby[1:]  # ... of the torques' force on each rod
     dtau_bar = -dy * fbx + dx * fby
-    inv_sq, rho, ddv, dtau, psi, w2 = t["inv_sq"], t["rho"], t["ddv"], t["dtau"], t["psi"], w * w
+    inv_sq, rho, ddv, dtau, psi, w2 = t.inv_sq, t.rho, t.ddv, t.dtau, t.psi, w * w
     ddv_bar = nu * (2.0 * w - 2.0 * ddv * inv_sq)  # E_k's cotangent is nu_k
-    inv_sq_bar = dtau_bar * (t["tau"][1:] - t["tau"][:-1]) - nu * ddv * ddv
+    inv_sq_bar = dtau_bar * (t.tau[1:] - t.tau[:-1]) - nu * ddv * ddv
     tau_bar = _to_points(dtau_bar * inv_sq)  # of the torques (the input's, and the damping torques')
     cross = dx * dv - dy * du  # w_k rho_k^2
-    if "kw" in t:  # damping: -k_omega omega^z in the torques, omega^z_i = w_i - w_{i-1}, w_k = cross_k / rho_k^2
-        oz_bar = -t["kw"] * tau_bar
+    if t.kw is not None:  # damping: -k_omega omega^z in the torques, omega^z_i = w_i - w_{i-1}, w_k = cross_k / rho_k^2
+        oz_bar = -t.kw * tau_bar
         w_bar = oz_bar[:-1] - oz_bar[1:]
         inv_sq_bar = inv_sq_bar + w_bar * cross
-    half_inv_rho = jnp.where(t["pos"], 0.5 / jnp.where(t["pos"], rho, 1.0), 0.0)
-    sq_bar = nu * w2 - inv_sq * inv_sq * inv_sq_bar - nu * t["l"] * w2 * half_inv_rho
-    Dx = psi * (Fbx[1:] - Fbx[:-1]) - nu * (t["ax"][:-1] - t["ax"][1:])
-    Dy = psi * (Fby[1:] - Fby[:-1]) - nu * (t["ay"][:-1] - t["ay"][1:])
+    half_inv_rho = jnp.where(t.pos, 0.5 / jnp.where(t.pos, rho, 1.0), 0.0)
+    sq_bar = nu * w2 - inv_sq * inv_sq * inv_sq_bar - nu * t.l * w2 * half_inv_rho
+    Dx = psi * (Fbx[1:] - Fbx[:-1]) - nu * (t.ax[:-1] - t.ax[1:])
+    Dy = psi * (Fby[1:] - Fby[:-1]) - nu * (t.ay[:-1] - t.ay[1:])
     Dx = Dx + dtau * fby + ddv_bar * du + 2.0 * dx * sq_bar
     Dy = Dy - dtau * fbx + ddv_bar * dv + 2.0 * dy * sq_bar
     Du, Dv = 2.0 * nu * du + ddv_bar * dx, 2.0 * nu * dv + ddv_bar * dy
-    if "kw" in t:
+    if t.kw is not None:
         Dx, Dy = Dx + w_bar * dv * inv_sq, Dy - w_bar * du * inv_sq
         Du, Dv = Du - w_bar * dy * inv_sq, Dv + w_bar * dx * inv_sq
     rows = [_to_points(Dx), _to_points(Dy), _to_points(Du), _to_points(Dv)]
-    inputs = (tau_bar, Fbx, Fby, jnp.where(t["guided"], -mux, 0.0), jnp.where(t["guided"], -muy, 0.0))
+    inputs = (tau_bar, Fbx, Fby, jnp.where(t.guided, -mux, 0.0), jnp.where(t.guided, -muy, 0.0))
     # the chain: a_i = P_i G_i / m_i (-> mu . P G / m^2 = -Fbar . G / m), gravity -g m_i, rho_k l_k w^2 in E_k;
     # damping and drag (zero on the chains without them, not their derivatives): tau_i - k_omega_i omega^z_i,
     # F_i - k_v_i |v_i| v_i
-    m_bar = -(Fbx * t["Gx"] + Fby * t["Gy"]) / t["m"] - t["g"] * Fby
+    m_bar = -(Fbx * t.Gx + Fby * t.Gy) / t.m - t.g * Fby
     omega_z = -_to_points(cross * inv_sq)
-    U, V = t["U"], t["V"]
+    U, V = t.U, t.V
     speed = _speed(U, V)
-    chain = dict(m=m_bar, l=-nu * rho * w2, g=-t["m"] * Fby, k_omega=-omega_z * tau_bar,
+    chain = dict(m=m_bar, l=-nu * rho * w2, g=-t.m * Fby, k_omega=-omega_z * tau_bar,
                  k_v=-speed * (U * Fbx + V * Fby))
-    if "kv" in t:  # drag: d(|v| v)/dv = |v| I + v v^T / |v| (0 at v = 0)
+    if t.kv is not None:  # drag: d(|v| v)/dv = |v| I + v v^T / |v| (0 at v = 0)
         vF = (U * Fbx + V * Fby) * jnp.where(speed > 0, 1.0 / jnp.where(speed > 0, speed, 1.0), 0.0)
-        rows[2] = rows[2] - t["kv"] * (speed * Fbx + U * vF)
-        rows[3] = rows[3] - t["kv"] * (speed * Fby + V * vF)
-    if "sx" in t:  # a point on a line: P = I - s s^T / q and a0 = s beta / q (q = |s|^2), beta of (s, c, x, v)
-        sx, sy, inv_q, beta, m = t["sx"], t["sy"], t["inv_q"], t["beta"], t["m"]
+        rows[2] = rows[2] - t.kv * (speed * Fbx + U * vF)
+        rows[3] = rows[3] - t.kv * (speed * Fby + V * vF)
+    if t.sx is not None:  # a point on a line: P = I - s s^T / q and a0 = s beta / q (q = |s|^2), beta of (s, c, x, v)
+        sx, sy, inv_q, beta, m = t.sx, t.sy, t.inv_q, t.beta, t.m
         mu_s = (mux * sx + muy * sy) * inv_q  # (mu . s) / q; the cotangent of a0 is -mu
-        G_s = (t["Gx"] * sx + t["Gy"] * sy) * inv_q
+        G_s = (t.Gx * sx + t.Gy * sy) * inv_q
         beta_bar = -mu_s
         # s through P (P_bar = -mu G^T / m), through a0 = s beta / q and through beta = -(s.x - c) w^2 - 2 (s.v) w
         k = 2.0 * mu_s * (beta * inv_q - G_s / m)  # the coefficient of s
         s_bar = [(mu * G_s + G * mu_s) / m - beta * mu * inv_q + k * s_ + beta_bar * (-w2 * x - 2.0 * w * v)
-                 for mu, G, s_, x, v in ((mux, t["Gx"], sx, t["X"], U), (muy, t["Gy"], sy, t["Y"], V))]
-        on = t["on"]
+                 for mu, G, s_, x, v in ((mux, t.Gx, sx, t.X, U), (muy, t.Gy, sy, t.Y, V))]
+        on = t.on
         chain.update(s=tuple(jnp.where(on, q, 0.0) for q in s_bar), c=jnp.where(on, beta_bar * w2, 0.0))
         rows[0] = rows[0] - jnp.where(on, beta_bar * w2 * sx, 0.0)
         rows[1] = rows[1] - jnp.where(on, beta_bar * w2 * sy, 0.0)
@@ -161,7 +161,7 @@ def lean_rollout_vjp(axis_size, in_batched, chain: Chain, state: State, controls
         for c in (h, h, dt):
             Uq, Vq = stages[-1][1]  # the previous stage's velocity
             a = terms[-1]
-            stages.append(((X + c * Uq, Y + c * Vq), (U + c * a["ax"], V + c * a["ay"])))
+            stages.append(((X + c * Uq, Y + c * Vq), (U + c * a.ax, V + c * a.ay)))
             terms.append(accel(*stages[-1][0], *stages[-1][1], u))
         return stages, terms
 
@@ -172,10 +172,10 @@ def lean_rollout_vjp(axis_size, in_batched, chain: Chain, state: State, controls
             stages, terms = rk4_stages(X, Y, U, V, u)
             wsum = lambda q: (q[0] + 2.0 * q[1] + 2.0 * q[2] + q[3]) * (dt / 6.0)  # noqa: E731
             return (X + wsum([q[1][0] for q in stages]), Y + wsum([q[1][1] for q in stages]),
-                    U + wsum([a["ax"] for a in terms]), V + wsum([a["ay"] for a in terms]), t + dt), s
+                    U + wsum([a.ax for a in terms]), V + wsum([a.ay for a in terms]), t + dt), s
         terms = accel(X, Y, U, V, u)
-        return (X + dt * U + alpha * terms["ax"], Y + dt * V + alpha * terms["ay"], U + dt * terms["ax"],
-                V + dt * terms["ay"], t + dt), s
+        return (X + dt * U + alpha * terms.ax, Y + dt * V + alpha * terms.ay, U + dt * terms.ax,
+                V + dt * terms.ay, t + dt), s
 
     def step_adjoint(X, Y, U, V, u, bar):  # the step's: (its start's bar, the inputs' bar, the chain's bar)
         xb, yb, ub, vb = bar
