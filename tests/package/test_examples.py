@@ -101,7 +101,6 @@ def test_fourbar_stop_quick(tmp_path):
     assert _number(r"C at rest: \|v\| = (\S+) m/s", out) < 1e-9 and "stuck: True" in out
 
 
-@pytest.mark.slow
 def test_batched_rollout_quick(tmp_path):
     """64 random starts and 64 random models under ``jit(vmap(rollout))``: no NaN, the rods keep their lengths, the
     energy drifts little. The cheapest example: the everyday tier runs it."""
