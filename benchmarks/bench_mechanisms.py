@@ -17,7 +17,6 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import diffchain as dc  # noqa: E402
-from diffchain._solvers import mechanism as ms  # noqa: E402
 from diffchain import MechanismBuilder  # noqa: E402
 
 dc.set_xla_cpu_flags()  # this script's process: the recommended XLA CPU flags
@@ -50,7 +49,7 @@ def main():
     print(f"# {platform.processor() or platform.machine()}, jax {jax.__version__}, {jax.devices()[0].platform}, "
           f"float64, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     solvers = {"KKT": dc.KKT(), "range": dc.RangeSpace(), "null": dc.NullSpace(), "Larin": dc.Larin()}
-    dense = {k: eqx.filter_jit(lambda m, s, sv=sv: ms.mechanism_dynamics(m, s, solver=sv).a) for k, sv in solvers.items()}
+    dense = {k: eqx.filter_jit(lambda m, s, sv=sv: dc.forward_dynamics(m, s, solver=sv)) for k, sv in solvers.items()}
     print(f"{'n':>6} " + " ".join(f"{k + ' us':>10}" for k in solvers) + f" {'banded us':>10} {'KKT/banded':>11} {'max |da|':>9}")
     banded = jax.jit(lambda chain, s: dc.forward_dynamics(chain, s, solver=dc.Banded())[1:-1])
     kkt = dense["KKT"]

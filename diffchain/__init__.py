@@ -19,7 +19,7 @@ from ._xla.sharding import shard
 from ._analysis.sensitivity import da_dF, dalpha_dtau
 from ._model.mechanism import Mechanism
 from ._model.builder import MechanismBuilder
-from ._solvers.mechanism import constraint_terms, lagrange_terms, mechanism_dynamics, reactions
+from ._solvers.mechanism import constraint_terms, lagrange_terms, reactions
 from ._analysis.kinematics import (accelerations as acceleration_analysis, assemble, kinematic_analysis,
                          velocities as velocity_analysis)
 from ._analysis.inverse import (actuator_forces, loop_closure_dynamics, loop_closure_terms,
@@ -43,9 +43,9 @@ __all__ = [
     # batching: a batch spread over several devices
     "shard",
     # closed loops and mechanisms (seeds 001-004)
-    "Mechanism", "MechanismBuilder", "constraint_terms", "lagrange_terms",
-    "mechanism_dynamics", "reactions", "acceleration_analysis", "assemble", "kinematic_analysis", "velocity_analysis",
-    "actuator_forces", "loop_closure_dynamics", "loop_closure_terms", "mechanism_inverse_dynamics",
+    "Mechanism", "MechanismBuilder", "constraint_terms", "lagrange_terms", "reactions", "acceleration_analysis",
+    "assemble", "kinematic_analysis", "velocity_analysis", "actuator_forces", "loop_closure_dynamics",
+    "loop_closure_terms", "mechanism_inverse_dynamics",
     # contacts, limits and held joints (seed 000 Part II, §7, §12)
     "EventState", "Events", "StepReport", "check_event_state", "event_rollout", "event_step",
     # whether a run can be trusted: finite, on its constraints, singular passages, exhausted budgets

@@ -34,4 +34,4 @@ def da_dF(chain: Chain, state: State, control: Control | None = None, *, solver:
     """d a_i / d F^e_j as an (n, 2, n, 2) array: point accelerations w.r.t. external point forces (seed §8)."""
     control = Control(n=chain.n, dtype=chain.m.dtype) if control is None else control
     jac = {"fwd": jax.jacfwd, "rev": jax.jacrev}[mode]
-    return jac(lambda F: solver(chain, state, Control(control.tau, F, control.a_w)).a)(control.F)
+    return jac(lambda F: solver(chain, state, Control(control.tau, F, control.a_w)).a)(control.forces())

@@ -161,7 +161,7 @@ def constrained_dynamics(chain: Chain, events: Events, es: EventState, x, v, t, 
     ch = eqx.tree_at(lambda c: (c.guided, c.g), chain, (chain.guided | stuck, g))
     pd = -(x - es.pin) * w**2 - 2.0 * v * w
     a_w = jnp.where(stuck[:, None], jnp.where(impulse, -v, pd), jnp.where(impulse, 0.0, control.a_w))
-    u = Control(jnp.where(impulse, 0.0, control.tau), jnp.where(impulse, 0.0, control.F), a_w)
+    u = Control(jnp.where(impulse, 0.0, control.tau), jnp.where(impulse, 0.0, control.forces()), a_w)
     omega = joint_velocities(State(x, v, t))
     alpha_w = jnp.where(impulse, -omega, 0.0)
     lo, hi, _ = limit_arc(events)

@@ -53,7 +53,7 @@ def constrained_dynamics(mech: Mechanism, events: Events, es: EventState, x, v, 
     (:func:`impulse_projection`)."""
     F = mech.n_features
     w = 1.0 / stab
-    M, Q, J, gamma, on = mechanism_terms(mech, State(x, v, t), control.tau, None, stab)
+    M, Q, J, gamma, on = mechanism_terms(mech, State(x, v, t), control.tau, control.F, stab)
     rows, on_e, theta, limit = _event_rows(mech, events, es, x)
     a_c = -(mech.contact_points(x) - es.pin) * w**2 - 2.0 * mech.contact_rates(v) * w
     omega, vHv = mech.angle_rates(x, v, jnp.zeros_like(v))  # (alpha with q_dd = 0: q_d^T H q_d)

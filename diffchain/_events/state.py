@@ -166,7 +166,7 @@ class EventState(eqx.Module):
         dt, lead = state.x.dtype, state.x.shape[:-2]
         if model is None:  # a chain's: its points and joint angles, any leading axes
             n, points, angles = state.x.shape[-2], state.x, wrapped_joint_angles(state.x)
-            control = Control(tau=jnp.zeros(lead + (n,), dt))
+            control = Control(F=jnp.zeros(lead + (n, 2), dt))
         else:
             n, f = model.n_features, lambda y: (model.contact_points(y), model.feature_angles(y))  # noqa: E731
             for _ in lead:

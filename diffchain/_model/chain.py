@@ -196,7 +196,8 @@ class Chain(Model):
                              "rollout)")
 
     def zero_control(self, dtype):
-        return Control(n=self.n, dtype=dtype)
+        """No input: zero torques, point forces and prescribed accelerations."""
+        return Control(F=jnp.zeros((self.n, 2), dtype))
 
     def length_scale(self):
         return jnp.max(self.l, initial=1.0)
@@ -248,40 +249,52 @@ class State(eqx.Module):
 
 
 class Control(eqx.Module):
-    """What acts on the chain from outside during a quantum.
+    """What acts on a model from outside during a quantum.
 
-      tau: (n,)   torque at each joint (seed §4.2): tau_i acts between link i-1 and link i (for i = 1 between the
-                  world and link 1, for i = n on link n-1 alone); positive is counter-clockwise on link i
-      F:   (n,2)  arbitrary point forces added to F^e
-      a_w: (n,2)  prescribed accelerations of the guided points (seed §6.1); ignored elsewhere
+      tau: (n,)   a chain's torque at each joint (seed §4.2): tau_i acts between link i-1 and link i (for i = 1 between
+                  the world and link 1, for i = n on link n-1 alone); positive is counter-clockwise on link i. A
+                  mechanism's motor torques (n_motors,), in the order the motors were created
+      F:   (P,2)  point forces added to F^e, one per point (a chain's n, a mechanism's P in the order of its
+                  ``point_names``); None (the default) for none
+      a_w: (n,2)  prescribed accelerations of a chain's guided points (seed §6.1); ignored elsewhere and by mechanisms
+                  (they prescribe motion with drivers)
     """
 
     tau: Float[Array, " n"]
-    F: Float[Array, "n 2"]
+    F: Float[Array, "P 2"] | None
     a_w: Float[Array, "n 2"]
 
     def __init__(self, tau=None, F=None, a_w=None, *, n=None, dtype=None):
-        """Missing parts are zero. Leading axes (a time axis for ``rollout``, a batch axis) are taken from the given
-        parts: ``Control(tau=jnp.zeros((T, n)))`` is a sequence of T controls."""
-        lead, dtypes = (), []
-        for arr, tail in ((tau, 1), (F, 2), (a_w, 2)):
+        """Missing tau and a_w are zero, a missing F is None (no point forces). Leading axes (a time axis for
+        ``rollout``, a batch axis) are taken from the given parts: ``Control(tau=jnp.zeros((T, n)))`` is a sequence of T
+        controls. The number of joints n is tau's, else a_w's, else F's, else ``n``."""
+        lead, dtypes = None, []
+        for arr, tail in ((tau, 1), (a_w, 2), (F, 2)):
             if arr is not None:
                 shape = jnp.shape(arr)
                 _require(len(shape) >= tail, f"Control: tau must be (..., n), F and a_w (..., n, 2); got {shape}")
-                lead, n, dtypes = shape[: len(shape) - tail], shape[len(shape) - tail], [jnp.asarray(arr).dtype]
-                break
+                dtypes.append(jnp.asarray(arr).dtype)
+                if lead is None:
+                    lead, n = shape[: len(shape) - tail], shape[len(shape) - tail]
         _require(n is not None, "Control: give at least one of tau, F, a_w, or n")
+        lead = () if lead is None else lead
         dtype = dtype or jnp.result_type(float, *dtypes)
         self.tau = jnp.zeros(lead + (n,), dtype) if tau is None else jnp.asarray(tau, dtype)
-        self.F = jnp.zeros(lead + (n, 2), dtype) if F is None else jnp.asarray(F, dtype)
+        self.F = None if F is None else jnp.asarray(F, dtype)
         self.a_w = jnp.zeros(lead + (n, 2), dtype) if a_w is None else jnp.asarray(a_w, dtype)
 
     def __check_init__(self):
         lead, n = self.tau.shape[:-1], self.tau.shape[-1] if self.tau.ndim else -1
         _require(self.tau.ndim >= 1, f"Control: tau must have shape (..., n), got {self.tau.shape}")
-        _require(self.F.shape == lead + (n, 2), f"Control: F must have shape (..., n, 2) = {lead + (n, 2)}, got {self.F.shape}")
+        _require(self.F is None or self.F.shape[:-2] == lead and self.F.shape[-1:] == (2,),
+                 f"Control: F must have shape (..., P, 2) with tau's leading axes {lead}, got "
+                 f"{None if self.F is None else self.F.shape}")
         _require(self.a_w.shape == lead + (n, 2),
                  f"Control: a_w must have shape (..., n, 2) = {lead + (n, 2)}, got {self.a_w.shape}")
+
+    def forces(self):
+        """F, or zeros of a_w's shape where it is None (a chain's n points)."""
+        return jnp.zeros_like(self.a_w) if self.F is None else self.F
 
 
 def check_sizes(chain: Chain, state: State | None = None, control=None, who: str = "diffchain"):
@@ -294,6 +307,9 @@ def check_sizes(chain: Chain, state: State | None = None, control=None, who: str
     if isinstance(control, Control):
         _require(control.tau.shape[-1] == n, f"{who}: the control has tau of shape {control.tau.shape}, the chain has "
                  f"n = {n} points: tau must be (..., {n}), F and a_w (..., {n}, 2)")
+        _require(control.F is None or control.F.shape[-2] == n, f"{who}: the control has F of shape "
+                 f"{None if control.F is None else control.F.shape}, the chain has n = {n} points: F must be "
+                 f"(..., {n}, 2)")
 
 
 def _per_point_or_one(value, shape, dtype, name):

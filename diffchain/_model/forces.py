@@ -48,7 +48,7 @@ def external_forces_c(chain: Chain, X, Y, U, V, control: Control):
     _, _, _, inv_rho, rx, ry = links_c(X, Y)
     omega_z = _pad_diff(link_omega_c(rx, ry, inv_rho, *rod_diff_c(U, V)))
     fx, fy = _torque_forces_c(rx, ry, inv_rho, control.tau - chain.k_omega * omega_z)
-    return point_forces(fx, fy, U, V, chain.m, chain.k_v, chain.g, control.F[:, 0], control.F[:, 1])
+    return point_forces(fx, fy, U, V, chain.m, chain.k_v, chain.g, *control.forces().T)
 
 
 def point_forces(fx, fy, U, V, m, k_v, g, ux, uy):

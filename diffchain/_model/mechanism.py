@@ -139,16 +139,21 @@ class Mechanism(Model):
         if control is None or callable(control) and not isinstance(control, Control):
             return
         if not isinstance(control, Control):
-            raise TypeError(f"{who}: a mechanism's controls must be a diffchain.Control of the motor torques, a policy "
-                            f"returning one, or None; got {describe(control)}")
-        n_m = self.motor_idx.shape[0]
+            raise TypeError(f"{who}: a mechanism's controls must be a diffchain.Control of the motor torques (and "
+                            f"point forces), a policy returning one, or None; got {describe(control)}")
+        n_m, P = self.motor_idx.shape[0], self.W.shape[0] // 2
+        taus, forces = (f"(T, n_motors) = (T, {n_m})", f"(T, P, 2) = (T, {P}, 2)") if steps else \
+            (f"(n_motors,) = ({n_m},)", f"(P, 2) = ({P}, 2)")
         if control.tau.shape[:-1] != control.tau.shape[:int(steps)] or control.tau.shape[-1:] != (n_m,):
-            shape = f"(T, n_motors) = (T, {n_m})" if steps else f"(n_motors,) = ({n_m},)"
             raise ValueError(f"{who}: a mechanism's controls hold one torque per motor, Control(tau=...) of shape "
-                             f"{shape} (motors in the order of creation), got tau of shape {control.tau.shape}")
+                             f"{taus} (motors in the order of creation), got tau of shape {control.tau.shape}")
+        if control.F is not None and control.F.shape[-2:] != (P, 2):
+            raise ValueError(f"{who}: a mechanism's point forces hold one force per point, Control(F=...) of shape "
+                             f"{forces} (points in the order of point_names), got F of shape {control.F.shape}")
 
     def zero_control(self, dtype):
-        return Control(tau=jnp.zeros((self.motor_idx.shape[0],), dtype))
+        """No input: zero motor torques and point forces."""
+        return Control(tau=jnp.zeros((self.motor_idx.shape[0],), dtype), F=jnp.zeros((self.W.shape[0] // 2, 2), dtype))
 
     def length_scale(self):
         return jnp.max(self.dist.L, initial=1.0) if self.dist.L.shape[0] else jnp.ones((), self.M.dtype)

@@ -51,7 +51,7 @@ class Model(eqx.Module):
 
     @abc.abstractmethod
     def zero_control(self, dtype):
-        """The control of no input (one step)."""
+        """The control of no input (one step), every field an array (the event rollout caches it)."""
 
     @abc.abstractmethod
     def length_scale(self):

@@ -118,6 +118,8 @@ def control_checks(control: Control, who: str, traced: bool = True) -> list:
     pending = []
     for name in ("tau", "F", "a_w"):
         leaf = getattr(control, name)
+        if leaf is None:
+            continue
         message = f"{who}: the control's {name} must be finite"
         if not isinstance(leaf, jax.core.Tracer):
             value = np.asarray(leaf)

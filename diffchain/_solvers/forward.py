@@ -7,7 +7,7 @@ from .._model.chain import Control, State
 from .._model.checks import describe
 from .._model.model import PATH, check_model
 from .base import Solver, check_solver
-from .mechanism import mechanism_dynamics
+from .mechanism import checked, mechanism_dynamics
 
 
 # an inner program, traced once per model, shapes and options: the steps of a rollout (RK4's four stages), its
@@ -18,24 +18,26 @@ def accelerations(model, state: State, control: Control, solver: Solver, stab=No
     I), a mechanism's constrained system M q_dd = Q + J^T lambda, J q_dd = gamma (seed 001 eq. 8.36)."""
     if model.topology == PATH:
         return solver(model, state, control, stab).a
-    tau = control.tau if model.motor_idx.shape[0] else None
-    return mechanism_dynamics(model, state, tau, solver=solver, stab=stab).a
+    return mechanism_dynamics(model, state, control, solver, stab).a
 
 
 def forward_dynamics(model, state: State, control: Control | None = None, *, solver: Solver | None = None,
-                     stab=None, held=None, alpha_w=0.0, theta_bar=None, return_forces: bool = False):
+                     stab=None, held=None, alpha_w=0.0, theta_bar=None, return_forces: bool = False,
+                     check: bool = False):
     """Accelerations a (N, 2) of the coordinate points of ``model`` in ``state`` under ``control``, by ``solver``
     (default: the model's, the recursion for a chain and dense KKT for a mechanism).
 
-    ``control``: a chain's joint torques, point forces and prescribed accelerations; a mechanism's motor torques
-    ``Control(tau=(n_motors,))``; None for no input. ``stab`` is the time constant of the drift correction (a chain's
-    PD correction, seed 000 §12.2 eq. 33; a mechanism's Baumgarte stabilisation, seed 001 eqs. 8.21-8.22); None for the
-    exact constraint accelerations. ``held`` (n,) bool, for a chain, holds those joints at the angular accelerations
-    ``alpha_w`` (a scalar or (n,); seed 000 Part II, eq. 13) by unknown torques tau_w; ``theta_bar`` (n,), with
-    ``stab``, pulls a held angle back to it. With ``return_forces`` the whole :class:`Solution`: a, the constraint
-    forces (a chain's rod tensions phi (n-1,), F_{i+1}^d = r_i phi_i; a mechanism's multipliers lambda, one per row of
-    its Phi, which :func:`diffchain.reactions` turns into joint forces), with ``held`` the torques tau_w (n,), and a
-    dense solve's rank information.
+    ``control``: a chain's joint torques, point forces and prescribed accelerations; a mechanism's motor torques and
+    point forces ``Control(tau=(n_motors,), F=(P, 2))``; None for no input. ``stab`` is the time constant of the drift
+    correction (a chain's PD correction, seed 000 §12.2 eq. 33; a mechanism's Baumgarte stabilisation, seed 001 eqs.
+    8.21-8.22); None for the exact constraint accelerations. ``held`` (n,) bool, for a chain, holds those joints at
+    the angular accelerations ``alpha_w`` (a scalar or (n,); seed 000 Part II, eq. 13) by unknown torques tau_w;
+    ``theta_bar`` (n,), with ``stab``, pulls a held angle back to it. With ``return_forces`` the whole
+    :class:`Solution`: a, the constraint forces (a chain's rod tensions phi (n-1,), F_{i+1}^d = r_i phi_i; a
+    mechanism's multipliers lambda, one per row of its Phi, which :func:`diffchain.reactions` turns into joint forces),
+    with ``held`` the torques tau_w (n,), and a dense solve's rank information. With ``check``, a dense solve whose
+    rank information says it is singular (a rank below the mechanism's nominal rank), inconsistent or not finite
+    raises, also under ``jit``, instead of returning a flagged result.
     """
     who = "forward_dynamics"
     check_model(model, who)
@@ -48,10 +50,11 @@ def forward_dynamics(model, state: State, control: Control | None = None, *, sol
         if held is not None:
             raise ValueError(f"{who}: held joints (seed 000 Part II) are a chain's; a mechanism holds its angle stops "
                              "in the event rollout, or prescribes an angle with a driver (MechanismBuilder.drive)")
-        tau = control.tau if model.motor_idx.shape[0] else None
-        sol = mechanism_dynamics(model, state, tau, solver=solver, stab=stab)
+        sol = mechanism_dynamics(model, state, control, solver, stab)
     elif held is None:
         sol = solver(model, state, control, stab)
     else:
         sol = solver.held(model, state, control, held, alpha_w, theta_bar, stab)
+    if check and sol.info is not None:
+        sol = checked(sol, who, getattr(model, "nominal_rank", -1))
     return sol if return_forces else sol.a

@@ -1,6 +1,7 @@
 """A mechanism's constrained dynamics M q_dd = Q + J^T lambda, J q_dd = gamma (seed 001 §8.4-8.12, seed 004): its
 terms (J and gamma of Phi(q, t) by automatic differentiation), :func:`mechanism_dynamics` with any dense solver
-(:mod:`diffchain._solvers.dense`), and the joint reactions from the multipliers.
+(:mod:`diffchain._solvers.dense`; :func:`diffchain.forward_dynamics` is its public entry), and the joint reactions
+from the multipliers.
 """
 from __future__ import annotations
 
@@ -8,10 +9,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from .base import check_solver
-from .dense import KKT
 from .rank import INCONSISTENT, NONFINITE, SINGULAR, STATUS
-from .._model.chain import State
+from .._model.chain import Control, State
 from .._model.checks import runtime_checks
 
 
@@ -55,26 +54,25 @@ def mechanism_terms(mech, state: State, tau=None, F=None, stab=None):
     return mech.M, Q, J, gamma, mech.on
 
 
-def mechanism_dynamics(mech, state: State, tau=None, F=None, *, solver=KKT(), stab=None, check=False):
-    """A :class:`Solution`: the accelerations a (N, 2) of the coordinate points, the multipliers lambda (``forces``,
-    one per row of mech.phi) and the rank information ``info`` (:class:`Info`).
+def mechanism_dynamics(mech, state: State, control: Control, solver, stab=None):
+    """A mechanism's :class:`Solution` (no checks: :func:`diffchain.forward_dynamics` is the public entry): the
+    accelerations a (N, 2) of its coordinate points, the multipliers lambda (``forces``, one per row of mech.phi) and
+    the rank information ``info`` (:class:`Info`) of M q_dd = Q + J^T lambda, J q_dd = gamma (seed 001 eq. 8.36)."""
+    tau = control.tau if mech.motor_idx.shape[0] else None
+    sol = solver.system(*mechanism_terms(mech, state, tau, control.F, stab), mech.nominal_rank)
+    return eqx.tree_at(lambda s: s.a, sol, sol.a.reshape(state.x.shape))
 
-    ``stab``: Baumgarte time constant T_stab (alpha = beta = 1/T_stab), None for none. ``check=True`` raises
-    (:func:`diffchain._model.checks.runtime_checks`, also under jit) when the status is not OK instead of returning a
-    flagged result.
-    """
-    solver = check_solver(solver, "mechanism_dynamics", mech)
-    mech.check_inputs(state, None, "mechanism_dynamics")
-    M, Q, J, gamma, on = mechanism_terms(mech, state, tau, F, stab)
-    sol = solver.system(M, Q, J, gamma, on, mech.nominal_rank)
-    qdd, info = sol.a, sol.info
-    if check:
-        (qdd,) = runtime_checks((qdd,), [
-            (info.status == SINGULAR, f"mechanism_dynamics: {STATUS[SINGULAR]}: the rank and the nominal rank are",
-             jnp.stack([info.rank, jnp.asarray(mech.nominal_rank)])),
-            (info.status == INCONSISTENT, f"mechanism_dynamics: {STATUS[INCONSISTENT]}: the residual is", info.residual),
-            (info.status == NONFINITE, f"mechanism_dynamics: {STATUS[NONFINITE]}", info.status)])
-    return eqx.tree_at(lambda s: s.a, sol, qdd.reshape(state.x.shape))
+
+def checked(sol, who: str, nominal_rank=-1):
+    """``sol`` whose accelerations raise (also under jit, :func:`diffchain._model.checks.runtime_checks`) where its
+    rank information says the solve is singular, inconsistent or not finite."""
+    info = sol.info
+    (a,) = runtime_checks((sol.a,), [
+        (info.status == SINGULAR, f"{who}: {STATUS[SINGULAR]}: the rank and the nominal rank are",
+         jnp.stack([info.rank, jnp.asarray(nominal_rank)])),
+        (info.status == INCONSISTENT, f"{who}: {STATUS[INCONSISTENT]}: the residual is", info.residual),
+        (info.status == NONFINITE, f"{who}: {STATUS[NONFINITE]}", info.status)])
+    return eqx.tree_at(lambda s: s.a, sol, a)
 
 
 def reactions(mech, state: State, lam):

@@ -89,7 +89,8 @@ def _pivot_tol(dtype):
 
 def _input_rows(c: Control):
     """A batch's controls (B, n) and (B, n, 2) as the inputs by point (tau, F_x, F_y, a^w_x, a^w_y), (n, B) each."""
-    return c.tau.T, c.F[..., 0].T, c.F[..., 1].T, c.a_w[..., 0].T, c.a_w[..., 1].T
+    F = c.forces()
+    return c.tau.T, F[..., 0].T, F[..., 1].T, c.a_w[..., 0].T, c.a_w[..., 1].T
 
 
 def lean_accelerations(chain: Chain, X, Y, U, V, control, w):

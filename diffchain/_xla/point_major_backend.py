@@ -53,6 +53,8 @@ class PointMajor(Backend):
         if reason is not None:
             raise ValueError(f"rollout: backend=PointMajor() {reason}")
         steps = n_steps if n_steps is not None else controls.tau.shape[0]
+        if isinstance(controls, Control) and controls.F is None:  # the point-major form reads F by point
+            controls = Control(controls.tau, controls.forces(), controls.a_w)
         if chain.n == 1 or steps == 0:  # no rod or no step: nothing to batch point by point
             return run(chain, state, controls)
         policy, inputs, run_inputs = None, controls, run

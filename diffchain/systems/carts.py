@@ -39,10 +39,10 @@ def cartpole(friction="barto", **params) -> Benchmark:
         unit = Control(F=jnp.zeros((2, 2)).at[0, 0].set(1.0))
         N = lambda ctl: rail_normal_force(chain, state, ctl, forward_dynamics(chain, state, ctl))  # noqa: E731
         N0 = N(base)
-        k = N(Control(base.tau, base.F + unit.F)) - N0
+        k = N(Control(base.tau, base.forces() + unit.F)) - N0
         s = jnp.sign(N0 * qd[0])
         f = -p["mu_c"] * s * N0 / (1 + p["mu_c"] * s * k)
-        return Control(base.tau, base.F + f * unit.F)
+        return Control(base.tau, base.forces() + f * unit.F)
 
     return Benchmark(chain, lambda q, qd: cart_state(chain, q, qd), to_control, cart_qdd, cart_q)
 

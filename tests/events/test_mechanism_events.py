@@ -110,23 +110,27 @@ def test_no_impact_raises_the_energy(run):
 
 @pytest.mark.slow
 def test_motor_gradient_matches_central_differences(run):
-    """d (C's x after 0.15 s) / d tau on an event-free stretch after the release, against central differences; the
-    gradient through the whole run (both impacts) is finite."""
+    """d (C's x after 0.15 s) / d tau and / d (a horizontal point force on C) on an event-free stretch after the
+    release, against central differences."""
     mech, events, _, traj, _ = run
     start = jax.tree_util.tree_map(lambda a: a[550], traj)
     c = _c(mech)
+    P = len(mech.point_names)
 
-    def loss(tau, es, n):
-        controls = dc.Control(tau=jnp.full((n, 1), tau))
+    def loss(u, es, n):  # u = (motor torque, force on C along x)
+        controls = dc.Control(tau=jnp.full((n, 1), u[0]), F=jnp.zeros((n, P, 2)).at[:, c, 0].set(u[1]))
         final, _ = dc.event_rollout(mech, events, es, controls, DT, integrator=dc.Projected(dc.VelocityVerlet()),
                                     check=False)
         return mech.points(final.state.x.reshape(-1))[c, 0]
 
-    seg = jax.jit(jax.value_and_grad(lambda tau: loss(tau, start, 150)))  # (one program for both)
-    g = seg(TAU)[1]
-    eps = 1e-4
-    fd = (seg(TAU + eps)[0] - seg(TAU - eps)[0]) / (2 * eps)
-    assert np.isfinite(float(g)) and abs(float(g) - float(fd)) < 1e-6 * max(1.0, abs(float(fd)))
+    seg = jax.jit(jax.value_and_grad(lambda u: loss(u, start, 150)))  # (one program for both)
+    u0, eps = jnp.array([TAU, 2.0]), 1e-4
+    g = seg(u0)[1]
+    for k in range(2):
+        e = jnp.zeros(2).at[k].set(eps)
+        fd = (seg(u0 + e)[0] - seg(u0 - e)[0]) / (2 * eps)
+        assert np.isfinite(float(g[k])) and abs(float(g[k]) - float(fd)) < 1e-6 * max(1.0, abs(float(fd)))
+    assert abs(float(g[1])) > 1e-4  # (the force moves C)
 
 
 @pytest.mark.slow

@@ -18,7 +18,14 @@ def outputs(sol):
     return sol.a, sol.forces, sol.info
 
 
-dyn = eqx.filter_jit(lambda *a, **k: outputs(ms.mechanism_dynamics(*a, **k)))
+def mdyn(mech, state, tau=None, F=None, **kwargs):
+    """dc.forward_dynamics' Solution of ``mech`` under motor torques ``tau`` and point forces ``F`` (None: none)."""
+    control = None if tau is None and F is None else dc.Control(
+        tau=jnp.zeros(mech.motor_idx.shape[0]) if tau is None else tau, F=F)
+    return dc.forward_dynamics(mech, state, control, return_forces=True, **kwargs)
+
+
+dyn = eqx.filter_jit(lambda *a, **k: outputs(mdyn(*a, **k)))
 analysis = eqx.filter_jit(kin.kinematic_analysis)
 assemble = eqx.filter_jit(kin.assemble)
 velocities = eqx.filter_jit(kin.velocities)
@@ -28,7 +35,7 @@ reactions = eqx.filter_jit(ms.reactions)
 @eqx.filter_jit
 def dyn_all(mech, state, tau=None, stab=None):
     """All four solvers in one compiled program (one compilation per mechanism instead of four)."""
-    return [outputs(ms.mechanism_dynamics(mech, state, tau, solver=sv, stab=stab)) for sv in SOLVERS]
+    return [outputs(mdyn(mech, state, tau, solver=sv, stab=stab)) for sv in SOLVERS]
 
 # four-bar: ground O, A; crank a = |OB|, coupler b = |BC|, rocker c = |AC|, frame d = |OA| (Grashof crank-rocker)
 a_, b_, c_, d_ = 1.0, 3.0, 2.5, 3.0
@@ -289,7 +296,7 @@ def test_singular_configuration_is_reported():
         assert int(info.status) == rank.SINGULAR and int(info.rank) == 2
         assert np.all(np.isfinite(a))
     with pytest.raises(Exception, match="rank dropped"):
-        eqx.filter_jit(ms.mechanism_dynamics)(mech, s, check=True)
+        eqx.filter_jit(mdyn)(mech, s, check=True)
 
 
 def test_unreachable_assembly_and_inconsistent_drivers_are_reported():
@@ -334,7 +341,7 @@ def test_builder_rejects_bad_input():
     with pytest.raises(ValueError, match="needs 4 points"):
         mb.drive("d", "relangle", ("O", "Q"), 0.0)
     with pytest.raises(TypeError, match="solves serial chains only"):
-        ms.mechanism_dynamics(*parallelogram(False), solver=dc.Recursive())
+        mdyn(*parallelogram(False), solver=dc.Recursive())
 
 
 def test_gradient_through_rollout_matches_finite_differences():
@@ -401,7 +408,7 @@ def test_solver_derivatives_agree():
 
     @eqx.filter_jit
     def jacs(mech, x, v):
-        f = lambda sv: lambda x, v: ms.mechanism_dynamics(mech, dc.State(x, v, 0.0), solver=sv, stab=0.05).a  # noqa
+        f = lambda sv: lambda x, v: mdyn(mech, dc.State(x, v, 0.0), solver=sv, stab=0.05).a  # noqa
         return [jax.jacrev(f(sv), argnums=(0, 1))(x, v) for sv in SOLVERS]
 
     ref, *others = jacs(mech, s.x + 1e-3, v)
@@ -434,7 +441,7 @@ def test_baumgarte_stabilisation_reduces_drift():
 @pytest.mark.slow
 def test_rollout_and_step_take_stacked_torques_a_policy_or_none():
     """dc.rollout of a mechanism: the motor torques as a stacked Control, as a policy and (zero) as None, and dc.step
-    in a loop, give the same run as the integrator written out with mechanism_dynamics."""
+    in a loop, give the same run as the integrator written out with forward_dynamics."""
     mech, s = four_bar(0.8, motor=True)
     dt, n = 2e-3, 20
     stacked = dc.rollout(mech, s, dc.Control(tau=jnp.full((n, 1), 0.5)), dt, n_steps=n, integrator=dc.RK4())[0]
@@ -444,7 +451,7 @@ def test_rollout_and_step_take_stacked_torques_a_policy_or_none():
 
     @jax.jit
     def written_out(tau):
-        accel = lambda s_: ms.mechanism_dynamics(mech, s_, tau[None], stab=rk4.stab(dt)).a  # noqa: E731
+        accel = lambda s_: mdyn(mech, s_, tau[None], stab=rk4.stab(dt)).a  # noqa: E731
         return jax.lax.fori_loop(0, n, lambda _, s_: rk4(accel, s_, dt), s)
 
     one_step = jax.jit(lambda s_: dc.step(mech, s_, dc.Control(tau=jnp.array([0.5])), dt, integrator=rk4))

@@ -29,8 +29,8 @@ def test_bad_states_and_controls_are_rejected():
     chain = dc.pendulum(2)
     with pytest.raises(ValueError, match="v must have the shape of x"):
         dc.State(jnp.zeros((3, 2)), jnp.zeros((2, 2)))
-    with pytest.raises(ValueError, match=r"F must have shape \(..., n, 2\)"):
-        dc.Control(tau=jnp.zeros(3), F=jnp.zeros((2, 2)))
+    with pytest.raises(ValueError, match=r"F must have shape \(\.\.\., P, 2\)"):
+        dc.Control(tau=jnp.zeros(3), F=jnp.zeros((3, 3)))
     with pytest.raises(ValueError, match="theta must have shape"):
         dc.from_joint_angles(chain, jnp.zeros(3))
     with pytest.raises(ValueError, match="x must have shape"):
@@ -40,11 +40,13 @@ def test_bad_states_and_controls_are_rejected():
     state = dc.from_joint_angles(chain, jnp.zeros(2))
     for call, who in ((lambda u: dc.forward_dynamics(chain, state, u), "forward_dynamics"),
                       (lambda u: dc.step(chain, state, u, 1e-3), "step"),
-                      (lambda u: dc.rollout(chain, state, dc.Control(tau=jnp.zeros((5,) + u.tau.shape)), 1e-3),
+                      (lambda u: dc.rollout(chain, state, jax.tree.map(lambda a: jnp.zeros((5,) + a.shape), u), 1e-3),
                        "rollout"),
                       (lambda u: dc.event_step(chain, dc.Events(3), dc.EventState(state), u, 1e-3), "event_step")):
         with pytest.raises(ValueError, match=who + r": the control has tau of shape .*n = 3 points"):
             call(dc.Control(n=4))
+        with pytest.raises(ValueError, match=who + r": the control has F of shape \(.*2, 2\), the chain has n = 3"):
+            call(dc.Control(tau=jnp.zeros(3), F=jnp.zeros((2, 2))))
     for call, who in ((lambda s: dc.forward_dynamics(chain, s), "forward_dynamics"),
                       (lambda s: dc.step(chain, s, dc.Control(n=3), 1e-3), "step"),
                       (lambda s: dc.rollout(chain, s, None, 1e-3, n_steps=2), "rollout")):
@@ -54,7 +56,10 @@ def test_bad_states_and_controls_are_rejected():
 
 def test_control_sequences_take_their_leading_axes():
     u = dc.Control(tau=jnp.ones((7, 4)))
-    assert u.F.shape == (7, 4, 2) and u.a_w.shape == (7, 4, 2)
+    assert u.F is None and u.a_w.shape == (7, 4, 2)  # (no point forces unless given)
+    assert dc.Control(tau=jnp.ones((7, 1)), F=jnp.ones((7, 6, 2))).a_w.shape == (7, 1, 2)  # (a mechanism's P points)
+    with pytest.raises(ValueError, match=r"F must have shape \(\.\.\., P, 2\) with tau's leading axes \(7,\)"):
+        dc.Control(tau=jnp.ones((7, 4)), F=jnp.ones((6, 4, 2)))
     assert dc.Control(F=jnp.ones((3, 5, 4, 2))).tau.shape == (3, 5, 4)
 
 

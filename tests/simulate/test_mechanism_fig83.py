@@ -46,8 +46,8 @@ def build(q):
 
 @eqx.filter_jit
 def mech_all(mech, state, tau):
-    res = [ms.mechanism_dynamics(mech, state, tau, solver=sv) for sv in (dc.KKT(), dc.RangeSpace(), dc.NullSpace(),
-                                                                         dc.Larin())]
+    res = [dc.forward_dynamics(mech, state, dc.Control(tau=tau), solver=sv, return_forces=True)
+           for sv in (dc.KKT(), dc.RangeSpace(), dc.NullSpace(), dc.Larin())]
     return [(r.a, r.forces, r.info) for r in res], ms.reactions(mech, state, res[0].forces)["j5"]
 
 
@@ -99,7 +99,7 @@ def test_spring_damper_power_balance():
 
     @eqx.filter_jit
     def power(mech, s):
-        a = ms.mechanism_dynamics(mech, s).a
+        a = dc.forward_dynamics(mech, s)
         q, qd = s.x.reshape(-1), s.v.reshape(-1)
         dEdt = jax.jvp(lambda q_, v_: mech.energy(dc.State(q_.reshape(-1, 2), v_.reshape(-1, 2), 0.0)),
                        (q, qd), (qd, a.reshape(-1)))[1]

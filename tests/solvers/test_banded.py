@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 import diffchain as dc
-from diffchain._solvers import mechanism as ms
 from diffchain import MechanismBuilder
 
 
@@ -22,7 +21,8 @@ def hanging_chain(n, rng):
 @pytest.mark.slow
 def test_banded_closed_chain_equals_dense_kkt():
     """A chain of n masses pinned at both ends (a loop through the ground), solved by the sparse method (Banded):
-    its accelerations and rod tensions equal the dense KKT solve of the same loop built as a Mechanism (rods as
+    its accelerations and rod tensions under random point forces on the masses equal the dense KKT solve of the same
+    loop built as a Mechanism under the same forces (rods as
     distance rows, the multipliers being the tensions on the constraints), and the chain's own dense KKT solve with
     the PD correction on and velocities off the constraints, values and gradients."""
     rng = np.random.default_rng(5)
@@ -39,11 +39,15 @@ def test_banded_closed_chain_equals_dense_kkt():
     # same velocity terms (off them the chain keeps |dv_perp|^2 / |d|, the mechanism |dv|^2 / l)
     s, _ = eqx.filter_jit(dc.velocity_analysis)(mech, dc.State(s.x, jnp.asarray(rng.normal(0, 1, (n, 2))), 0.0))
     v = s.v
-    ref = eqx.filter_jit(ms.mechanism_dynamics)(mech, s, solver=dc.KKT())
+    # point forces on the masses: the mechanism's in the order of its point_names (the grounds first)
+    F = jnp.asarray(rng.normal(0, 2.0, (n, 2)))
+    ref = eqx.filter_jit(dc.forward_dynamics)(mech, s, dc.Control(tau=jnp.zeros(0), F=jnp.pad(F, ((2, 0), (0, 0)))),
+                                              solver=dc.KKT(), return_forces=True)
     assert int(ref.info.mobility) == 2 * n - (n + 1)
     chain = dc.Chain(np.r_[1.0, m, 1.0], l, guided=np.r_[True, np.zeros(n, bool), True])
     state = dc.State(jnp.asarray(P), jnp.concatenate([jnp.zeros((1, 2)), v, jnp.zeros((1, 2))]))
-    solve = jax.jit(lambda s, solver, stab=None: dc.forward_dynamics(chain, s, solver=solver, stab=stab,
+    control = dc.Control(F=jnp.pad(F, ((1, 1), (0, 0))))
+    solve = jax.jit(lambda s, solver, stab=None: dc.forward_dynamics(chain, s, control, solver=solver, stab=stab,
                                                                      return_forces=True), static_argnums=1)
     sol = solve(state, dc.Banded())
     np.testing.assert_allclose(sol.a[1:-1], ref.a, rtol=1e-10, atol=1e-10)
