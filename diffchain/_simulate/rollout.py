@@ -292,12 +292,13 @@ def constraint_violation(chain: Chain, state: State):
     """Largest rod-length error |‖x_{i+1}-x_i‖ - l_i| and rod-stretch-rate |r_i^T (v_{i+1}-v_i)|, and the slider errors.
     A rod between two guided points is switched off (their prescribed motion wins, seed §6.1) and not counted."""
     _, rho, r = links(state.x)
-    on = chain.rod_on
-    length = jnp.max(jnp.where(on, jnp.abs(rho - chain.l), 0.0), initial=0.0)
-    rate = jnp.max(jnp.where(on, jnp.abs(jnp.sum(r * (state.v[1:] - state.v[:-1]), -1)), 0.0), initial=0.0)
-    on_line = chain.slider_mask
-    line = jnp.max(jnp.where(on_line, jnp.abs(jnp.sum(chain.s * state.x, -1) - chain.c), 0.0), initial=0.0)
-    line_rate = jnp.max(jnp.where(on_line, jnp.abs(jnp.sum(chain.s * state.v, -1)), 0.0), initial=0.0)
+    # the masks multiply (a NaN state gives NaN): with a mask known at compile time to be all off (a chain without
+    # sliders) jnp.where would make the term a batch-sized constant, which XLA folds slowly (seconds at 64k copies)
+    on, on_line = chain.rod_on.astype(rho.dtype), chain.slider_mask.astype(rho.dtype)
+    length = jnp.max(jnp.abs(rho - chain.l) * on, initial=0.0)
+    rate = jnp.max(jnp.abs(jnp.sum(r * (state.v[1:] - state.v[:-1]), -1)) * on, initial=0.0)
+    line = jnp.max(jnp.abs(jnp.sum(chain.s * state.x, -1) - chain.c) * on_line, initial=0.0)
+    line_rate = jnp.max(jnp.abs(jnp.sum(chain.s * state.v, -1)) * on_line, initial=0.0)
     return jnp.maximum(length, line), jnp.maximum(rate, line_rate)
 
 
