@@ -35,9 +35,9 @@ def forward_dynamics(model, state: State, control: Control | None = None, *, sol
     ``theta_bar`` (n,), with ``stab``, pulls a held angle back to it. With ``return_forces`` the whole
     :class:`Solution`: a, the constraint forces (a chain's rod tensions phi (n-1,), F_{i+1}^d = r_i phi_i; a
     mechanism's multipliers lambda, one per row of its Phi, which :func:`diffchain.reactions` turns into joint forces),
-    with ``held`` the torques tau_w (n,), and a dense solve's rank information. With ``check``, a dense solve whose
-    rank information says it is singular (a rank below the mechanism's nominal rank), inconsistent or not finite
-    raises, also under ``jit``, instead of returning a flagged result.
+    with ``held`` the torques tau_w (n,), and a dense solve's rank information. With ``check``, accelerations that are
+    not finite raise, also under ``jit``, and so does a dense solve whose rank information says it is singular (a rank
+    below the mechanism's nominal rank) or inconsistent, instead of returning a flagged result.
     """
     who = "forward_dynamics"
     check_model(model, who)
@@ -55,6 +55,6 @@ def forward_dynamics(model, state: State, control: Control | None = None, *, sol
         sol = solver(model, state, control, stab)
     else:
         sol = solver.held(model, state, control, held, alpha_w, theta_bar, stab)
-    if check and sol.info is not None:
+    if check:
         sol = checked(sol, who, getattr(model, "nominal_rank", -1))
     return sol if return_forces else sol.a

@@ -64,14 +64,18 @@ def mechanism_dynamics(mech, state: State, control: Control, solver, stab=None):
 
 
 def checked(sol, who: str, nominal_rank=-1):
-    """``sol`` whose accelerations raise (also under jit, :func:`diffchain._model.checks.runtime_checks`) where its
-    rank information says the solve is singular, inconsistent or not finite."""
-    info = sol.info
-    (a,) = runtime_checks((sol.a,), [
-        (info.status == SINGULAR, f"{who}: {STATUS[SINGULAR]}: the rank and the nominal rank are",
-         jnp.stack([info.rank, jnp.asarray(nominal_rank)])),
-        (info.status == INCONSISTENT, f"{who}: {STATUS[INCONSISTENT]}: the residual is", info.residual),
-        (info.status == NONFINITE, f"{who}: {STATUS[NONFINITE]}", info.status)])
+    """``sol`` whose accelerations raise (also under jit, :func:`diffchain._model.checks.runtime_checks`) where they are
+    not finite, or where its rank information (a dense solve's) says the solve is singular or inconsistent."""
+    finite = jnp.all(jnp.isfinite(sol.a))
+    if sol.info is None:
+        checks = [(~finite, f"{who}: {STATUS[NONFINITE]}", jnp.max(jnp.abs(sol.a)))]
+    else:
+        info = sol.info
+        checks = [(info.status == SINGULAR, f"{who}: {STATUS[SINGULAR]}: the rank and the nominal rank are",
+                   jnp.stack([info.rank, jnp.asarray(nominal_rank)])),
+                  (info.status == INCONSISTENT, f"{who}: {STATUS[INCONSISTENT]}: the residual is", info.residual),
+                  (info.status == NONFINITE, f"{who}: {STATUS[NONFINITE]}", info.status)]
+    (a,) = runtime_checks((sol.a,), checks)
     return eqx.tree_at(lambda s: s.a, sol, a)
 
 

@@ -54,6 +54,17 @@ def test_bad_states_and_controls_are_rejected():
             call(dc.State(jnp.zeros((4, 2))))
 
 
+def test_checked_forward_dynamics_raises_on_non_finite_accelerations():
+    """check=True: the recursion's accelerations of a state holding NaN raise (now, and when the program runs under
+    jit); unchecked they are returned as they are."""
+    chain = dc.pendulum(2)
+    bad = dc.State(jnp.array([[0.0, 0.0], [1.0, 0.0], [jnp.nan, 0.0]]))
+    assert not np.all(np.isfinite(dc.forward_dynamics(chain, bad)))
+    for call in (dc.forward_dynamics, jax.jit(dc.forward_dynamics, static_argnames="check")):
+        with pytest.raises(Exception, match="forward_dynamics: non-finite numbers in the solution"):
+            jax.block_until_ready(call(chain, bad, check=True))
+
+
 def test_control_sequences_take_their_leading_axes():
     u = dc.Control(tau=jnp.ones((7, 4)))
     assert u.F is None and u.a_w.shape == (7, 4, 2)  # (no point forces unless given)
