@@ -41,11 +41,11 @@ class Solution(eqx.Module):
     """What every solver returns (:class:`Solver`).
 
     ``a``: the accelerations, a chain's (n, 2) or a system's q_dd (N,) (:func:`~diffchain.forward_dynamics` gives a
-    model's points' (N, 2)); ``forces``: the constraint forces, a chain's
-    rod tensions phi (n-1,) (the force of rod i on point i+1 is r_i phi_i) or a system's multipliers lambda, one per
-    row of J (:func:`~diffchain.reactions` turns a mechanism's into joint forces); ``tau_w``: the torques (n,) that hold
-    a chain's held joints (seed 000 Part II; 0 at the others), None where no joint is held; ``info``: the rank
-    information of a dense solve of a system (:class:`Info`), None otherwise."""
+    model's points' (N, 2)); ``forces``: the constraint forces, a chain's rod tensions phi (n-1,) (the force of rod i on
+    point i+1 is r_i phi_i) or a system's multipliers lambda, one per row of J (:func:`~diffchain.reactions` turns a
+    mechanism's into joint forces); ``tau_w``: the torques (n,) that hold a chain's held joints (seed 000 Part II; 0 at
+    the others), None where no joint is held; ``info``: the rank information of a dense solve of a system
+    (:class:`Info`), None otherwise."""
 
     a: jax.Array
     forces: jax.Array
