@@ -145,8 +145,10 @@ class Mechanism(Model):
         taus, forces = (f"(T, n_motors) = (T, {n_m})", f"(T, P, 2) = (T, {P}, 2)") if steps else \
             (f"(n_motors,) = ({n_m},)", f"(P, 2) = ({P}, 2)")
         if control.tau.shape[:-1] != control.tau.shape[:int(steps)] or control.tau.shape[-1:] != (n_m,):
+            hint = (" (a Control given F alone has one zero torque per point: pass tau too)"
+                    if control.F is not None and control.tau.shape[-1] == P else "")
             raise ValueError(f"{who}: a mechanism's controls hold one torque per motor, Control(tau=...) of shape "
-                             f"{taus} (motors in the order of creation), got tau of shape {control.tau.shape}")
+                             f"{taus} (motors in the order of creation), got tau of shape {control.tau.shape}{hint}")
         if control.F is not None and control.F.shape[-2:] != (P, 2):
             raise ValueError(f"{who}: a mechanism's point forces hold one force per point, Control(F=...) of shape "
                              f"{forces} (points in the order of point_names), got F of shape {control.F.shape}")

@@ -264,6 +264,9 @@ CASES = [
      T),
     ("mechanism state", lambda x: mech_roll(state=dc.State(x)), (jnp.zeros((3, 2)),), ValueError,
      "rollout: the state must hold the mechanism's N = 2 coordinate points", S),
+    ("forward_dynamics mechanism F alone", lambda F: dc.forward_dynamics(MECH, MS0, dc.Control(F=F)),
+     (jnp.zeros((6, 2)),), ValueError, r"got tau of shape \(6,\) \(a Control given F alone has one zero torque per "
+     r"point: pass tau too\)", T),
     ("forward_dynamics mechanism F", lambda F: dc.forward_dynamics(MECH, MS0, dc.Control(tau=jnp.zeros(1), F=F)),
      (jnp.zeros((3, 2)),), ValueError, r"forward_dynamics: a mechanism's point forces hold one force per point, "
      r"Control\(F=...\) of shape \(P, 2\) = \(6, 2\) .*, got F of shape \(3, 2\)", T),
