@@ -268,17 +268,17 @@ class Control(eqx.Module):
         """Missing tau and a_w are zero, a missing F is None (no point forces). Leading axes (a time axis for
         ``rollout``, a batch axis) are taken from the given parts: ``Control(tau=jnp.zeros((T, n)))`` is a sequence of T
         controls. The number of joints n is tau's, else a_w's, else F's, else ``n``."""
-        lead, dtypes = None, []
+        lead = None
         for arr, tail in ((tau, 1), (a_w, 2), (F, 2)):
             if arr is not None:
                 shape = jnp.shape(arr)
                 _require(len(shape) >= tail, f"Control: tau must be (..., n), F and a_w (..., n, 2); got {shape}")
-                dtypes.append(jnp.asarray(arr).dtype)
                 if lead is None:
                     lead, n = shape[: len(shape) - tail], shape[len(shape) - tail]
         _require(n is not None, "Control: give at least one of tau, F, a_w, or n")
         lead = () if lead is None else lead
-        dtype = dtype or jnp.result_type(float, *dtypes)
+        first = [jnp.asarray(a).dtype for a in (tau, F, a_w) if a is not None][:1]  # (the parts take its dtype)
+        dtype = dtype or jnp.result_type(float, *first)
         self.tau = jnp.zeros(lead + (n,), dtype) if tau is None else jnp.asarray(tau, dtype)
         self.F = None if F is None else jnp.asarray(F, dtype)
         self.a_w = jnp.zeros(lead + (n, 2), dtype) if a_w is None else jnp.asarray(a_w, dtype)

@@ -68,6 +68,8 @@ def test_checked_forward_dynamics_raises_on_non_finite_accelerations():
 def test_control_sequences_take_their_leading_axes():
     u = dc.Control(tau=jnp.ones((7, 4)))
     assert u.F is None and u.a_w.shape == (7, 4, 2)  # (no point forces unless given)
+    mixed = dc.Control(tau=jnp.zeros(4, jnp.float32), F=np.zeros((4, 2)))  # the first given part sets the dtype
+    assert mixed.tau.dtype == mixed.F.dtype == mixed.a_w.dtype == jnp.float32
     assert dc.Control(tau=jnp.ones((7, 1)), F=jnp.ones((7, 6, 2))).a_w.shape == (7, 1, 2)  # (a mechanism's P points)
     with pytest.raises(ValueError, match=r"F must have shape \(\.\.\., P, 2\) with tau's leading axes \(7,\)"):
         dc.Control(tau=jnp.ones((7, 4)), F=jnp.ones((6, 4, 2)))
