@@ -182,7 +182,7 @@ def _event_quantum(chain: Chain, events: Events, es: EventState, control: Contro
                          f"event_step: the Events are for n = {events.n} points, the chain has n = {n}")
     chain.check_inputs(es.state, control, "event_step")
     if control.F is None:  # the cached control holds point forces (zero without any): the same pytree
-        control = eqx.tree_at(lambda u: u.F, control, jnp.zeros_like(chain.zero_control(dtype).F), is_leaf=_none)
+        control = eqx.tree_at(lambda u: u.F, control, jnp.zeros_like(es.control.F), is_leaf=_none)
     solver = check_solver(solver, "event_step", chain)
     dt = jnp.asarray(dt, dtype)
     stab = jnp.inf if integrator.stab_factor is None else integrator.stab_factor * dt  # inf: no correction

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import equinox as eqx
+import jax.numpy as jnp
 
 from .._model.chain import Control, State
-from .._model.checks import describe
+from .._model.checks import describe, runtime_checks
 from .._model.model import PATH, check_model
 from .base import Solver, check_solver
-from .mechanism import checked, mechanism_dynamics
+from .mechanism import mechanism_dynamics
+from .rank import INCONSISTENT, NONFINITE, SINGULAR, STATUS
 
 
 # an inner program, traced once per model, shapes and options: the steps of a rollout (RK4's four stages), its
@@ -56,5 +58,18 @@ def forward_dynamics(model, state: State, control: Control | None = None, *, sol
     else:
         sol = solver.held(model, state, control, held, alpha_w, theta_bar, stab)
     if check:
-        sol = checked(sol, who, getattr(model, "nominal_rank", -1))
+        sol = _checked(sol, who, getattr(model, "nominal_rank", -1))
     return sol if return_forces else sol.a
+
+
+def _checked(sol, who: str, nominal_rank):
+    """``sol`` whose accelerations raise (also under jit, :func:`diffchain._model.checks.runtime_checks`) where they are
+    not finite, or where a dense solve's rank information says it is singular or inconsistent."""
+    checks = [(~jnp.all(jnp.isfinite(sol.a)), f"{who}: {STATUS[NONFINITE]}", jnp.max(jnp.abs(sol.a)))]
+    if sol.info is not None:
+        checks += [(sol.info.status == SINGULAR, f"{who}: {STATUS[SINGULAR]}: the rank and the nominal rank are",
+                    jnp.stack([sol.info.rank, jnp.asarray(nominal_rank)])),
+                   (sol.info.status == INCONSISTENT, f"{who}: {STATUS[INCONSISTENT]}: the residual is",
+                    sol.info.residual)]
+    (a,) = runtime_checks((sol.a,), checks)
+    return eqx.tree_at(lambda s: s.a, sol, a)

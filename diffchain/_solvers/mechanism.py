@@ -9,9 +9,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from .rank import INCONSISTENT, NONFINITE, SINGULAR, STATUS
 from .._model.chain import Control, State
-from .._model.checks import runtime_checks
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -61,22 +59,6 @@ def mechanism_dynamics(mech, state: State, control: Control, solver, stab=None):
     tau = control.tau if mech.motor_idx.shape[0] else None
     sol = solver.system(*mechanism_terms(mech, state, tau, control.F, stab), mech.nominal_rank)
     return eqx.tree_at(lambda s: s.a, sol, sol.a.reshape(state.x.shape))
-
-
-def checked(sol, who: str, nominal_rank=-1):
-    """``sol`` whose accelerations raise (also under jit, :func:`diffchain._model.checks.runtime_checks`) where they are
-    not finite, or where its rank information (a dense solve's) says the solve is singular or inconsistent."""
-    finite = jnp.all(jnp.isfinite(sol.a))
-    if sol.info is None:
-        checks = [(~finite, f"{who}: {STATUS[NONFINITE]}", jnp.max(jnp.abs(sol.a)))]
-    else:
-        info = sol.info
-        checks = [(info.status == SINGULAR, f"{who}: {STATUS[SINGULAR]}: the rank and the nominal rank are",
-                   jnp.stack([info.rank, jnp.asarray(nominal_rank)])),
-                  (info.status == INCONSISTENT, f"{who}: {STATUS[INCONSISTENT]}: the residual is", info.residual),
-                  (info.status == NONFINITE, f"{who}: {STATUS[NONFINITE]}", info.status)]
-    (a,) = runtime_checks((sol.a,), checks)
-    return eqx.tree_at(lambda s: s.a, sol, a)
 
 
 def reactions(mech, state: State, lam):
