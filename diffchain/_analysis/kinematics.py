@@ -20,7 +20,7 @@ from .._xla import linalg
 from .._solvers.mechanism import constraint_terms
 from .._solvers.rank import rank_info
 from .._model.chain import State
-from .._model.checks import runtime_checks
+from .._model.checks import compiled, runtime_checks
 
 ASSEMBLED, UNREACHABLE, INCONSISTENT_DRIVERS = 0, 1, 2
 KIN_STATUS = {ASSEMBLED: "assembled", UNREACHABLE: "no configuration satisfies the constraints near the guess "
@@ -36,6 +36,7 @@ class KinInfo(eqx.Module):
     status: jax.Array
 
 
+@compiled
 def assemble(mech, guess: State, *, n_penalty: int = 8, n_newton: int = 12, tol: float = 1e-9, check: bool = False):
     """A State on Phi(q, t) = 0 near ``guess`` (velocities kept; see :func:`velocities`) and a :class:`KinInfo`.
 
@@ -74,6 +75,7 @@ def assemble(mech, guess: State, *, n_penalty: int = 8, n_newton: int = 12, tol:
     return State(q.reshape(guess.x.shape), guess.v, t), KinInfo(res, r, mob, status)
 
 
+@compiled
 def velocities(mech, state: State, *, check: bool = False):
     """Velocity analysis J q_d = -Phi_t (seed 003). With mobility 0 (enough drivers) the solution is unique; otherwise
     the velocities closest to ``state.v`` in the kinetic-energy metric. Returns (State, KinInfo)."""
@@ -85,6 +87,7 @@ def velocities(mech, state: State, *, check: bool = False):
     return State(state.x, qd.reshape(state.x.shape), state.t), info
 
 
+@compiled
 def accelerations(mech, state: State, a_guess=None, *, check: bool = False):
     """Acceleration analysis J q_dd = gamma = -(J q_d)_q q_d - 2 Phi_qt q_d - Phi_tt (seed 003). Returns (a, KinInfo)."""
     q, qd = state.x.reshape(-1), state.v.reshape(-1)
@@ -105,6 +108,7 @@ def _project(mech, J, Mw, rhs, check):
     return w, KinInfo(res, r, mob, jnp.where(bad, INCONSISTENT_DRIVERS, ASSEMBLED))
 
 
+@compiled
 def kinematic_analysis(mech, state: State, ts, *, n_newton: int = 6):
     """Positions, velocities and accelerations of a driven mechanism on the time grid ``ts`` (seed 003): at each time
     Newton from the previous configuration, then velocity and acceleration analysis. Returns (states, a, KinInfo) with

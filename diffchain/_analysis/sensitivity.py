@@ -10,6 +10,7 @@ import jax
 
 from .._model.geometry import joint_accelerations
 from .._model.chain import Chain, Control, State
+from .._model.checks import compiled
 from .._solvers.base import Solver
 from .._solvers.recursive_solver import Recursive
 
@@ -21,6 +22,7 @@ def _alpha_of_tau(chain: Chain, state: State, control: Control, solver: Solver):
     return alpha
 
 
+@compiled
 def dalpha_dtau(chain: Chain, state: State, control: Control | None = None, *, solver: Solver = Recursive(),
                 mode: str = "fwd"):
     """d alpha^z_i / d tau_j (n, n): joint angular accelerations (seed eq. 13) w.r.t. joint torques (seed §8.1)."""
@@ -29,6 +31,7 @@ def dalpha_dtau(chain: Chain, state: State, control: Control | None = None, *, s
     return jac(_alpha_of_tau(chain, state, control, solver))(control.tau)
 
 
+@compiled
 def da_dF(chain: Chain, state: State, control: Control | None = None, *, solver: Solver = Recursive(),
           mode: str = "rev"):
     """d a_i / d F^e_j as an (n, 2, n, 2) array: point accelerations w.r.t. external point forces (seed §8)."""

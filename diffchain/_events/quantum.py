@@ -50,6 +50,7 @@ from .._simulate.integrators import Integrator, SeedQuantum, VelocityVerlet
 from .._simulate.projection import Projected
 from .._solvers.base import Solver, check_solver
 from .._xla.batching import rare_cond, scan_until
+from .._model.checks import compiled
 from .._model.forces import _speed
 from .detection import _ends_beyond, _quantum, detect, limit_arc, onto_obstacles
 from .._model.model import GENERAL
@@ -133,6 +134,7 @@ def _quiet_trial(chain: Chain, events: Events, es: EventState, a, control: Contr
     return x1, v1, (a1, tau_w, R), err, quiet
 
 
+@compiled
 def event_step(model, events: Events, es: EventState, control: Control, dt, *,
                solver: Solver | None = None, integrator: Integrator = VelocityVerlet()):
     """One quantum of length ``dt`` with contacts, angle limits, anomalies and adaptive halving (seed §7, §12).

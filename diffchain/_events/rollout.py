@@ -12,12 +12,13 @@ from .._solvers.base import Solver, check_solver
 from .._model.model import check_model
 from .state import EventState, Events, check_event_state
 from .._model.chain import Control
-from .._model.checks import runtime_checks
+from .._model.checks import compiled, runtime_checks
 from .._analysis.diagnosis import check_run
 from .._solvers.implicit import KKT_SOLUTION
 from .quantum import SLOTS, _event_quantum, check_event_integrator
 
 
+@compiled
 def event_rollout(model, events: Events, es: EventState, controls, dt, *, n_steps: int | None = None,
                   solver: Solver | None = None, integrator: Integrator = VelocityVerlet(), checkpoint: int | None = 1,
                   check: bool = True):

@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import re
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -30,6 +31,9 @@ def _raise_in_generator(message):
     yield  # (makes this a generator)
 
 
+_FAILED = [None]  # the message of the last failed run-time check (:func:`compiled` raises it as a ValueError)
+
+
 def _fail(messages, xs, bads, gots):
     """Host side of :func:`runtime_checks` (only ever called on bad input): raise the first failed check."""
     for message, bad, got in zip(messages, bads, gots):
@@ -40,7 +44,8 @@ def _fail(messages, xs, bads, gots):
             idx = tuple(int(i) for i in np.argwhere(bad)[0])
             got = got[tuple(min(i, s - 1) for i, s in zip(idx, got.shape))]
             message = f"{message} (batch element {idx[0] if len(idx) == 1 else idx})"
-        next(_raise_in_generator(_text(message, got)))
+        _FAILED[0] = _text(message, got)
+        next(_raise_in_generator(_FAILED[0]))
     return xs
 
 
@@ -108,3 +113,33 @@ def runtime_checks(xs: tuple, checks) -> tuple:
 def runtime_check(x, bad, message: str, got=None):
     """``x`` after the check ``(bad, message, got)`` of :func:`runtime_checks`."""
     return runtime_checks((x,), [(bad, message, got)])[0]
+
+
+def compiled(fn):
+    """``fn``, a public entry point, compiled as one program per signature (:func:`equinox.filter_jit`: arrays are
+    traced, everything else is static), as diffrax's ``diffeqsolve`` is. Called eagerly, ``fn`` would run op by op:
+    every call re-traces its loops and compiles them again (a 200-step rollout: 3.3 s the first time, 1 s every
+    time after, against 1.5 s once and then milliseconds compiled). Inside a user's ``jit``, ``grad`` or ``vmap`` it
+    is inlined.
+
+    Bad input raises as it would without: argument errors while tracing (the types of the static arguments are part
+    of the signature, so that ``n_steps=True`` is checked, not taken for a compiled ``n_steps=1``), and a failed
+    run-time check (:func:`runtime_checks`) of a call made here as the ``ValueError`` with its message (JAX reports an
+    error in a host callback as a ``JaxRuntimeError`` holding that text; within a user's ``jit`` it still does)."""
+    @eqx.filter_jit
+    def jitted(kinds, args, kwargs):
+        return fn(*args, **kwargs)
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        kinds = tuple(type(leaf) for leaf in jax.tree.leaves((args, kwargs)) if not eqx.is_array(leaf))
+        _FAILED[0] = None
+        try:
+            return jitted(kinds, args, kwargs)
+        except jax.errors.JaxRuntimeError as error:
+            message = _FAILED[0]
+            if message is None or message not in str(error):
+                raise
+            raise ValueError(message) from None
+
+    return call

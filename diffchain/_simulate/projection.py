@@ -39,6 +39,7 @@ from .._model.geometry import links_c
 from .._model.inertia import mass_matrix
 from .integrators import RK4, Integrator
 from .._model.chain import Chain, State
+from .._model.checks import compiled
 from .._solvers.recursive import chain_operator, kkt_solve, link_solve
 from .._constraints.chain import constraint_jacobian
 from .._solvers.base import Solver, check_solver
@@ -121,6 +122,7 @@ def project_positions(chain: Chain, x, iterations: int = 2, solver: Solver = Rec
     return x
 
 
+@compiled
 def project(model, state: State, iterations: int = 2, solver: Solver | None = None) -> State:
     """``state`` with its positions moved onto the constraints (:func:`project_positions`; a mechanism's loop closure
     Phi(q, t) = 0) and then its velocities projected onto the tangent space there (:func:`project_velocities`; a

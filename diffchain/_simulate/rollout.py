@@ -15,7 +15,7 @@ import numpy as np
 from .._model.geometry import links
 from .integrators import Integrator
 from .._model.chain import Chain, Control, State
-from .._model.checks import describe, runtime_checks
+from .._model.checks import compiled, describe, runtime_checks
 from .._model.model import PATH, check_model
 from .projection import Projected
 from .._solvers.implicit import KKT_SOLUTION
@@ -37,6 +37,7 @@ class Backend(eqx.Module):
         """The rollout ``run(chain, state, controls)`` (the one-chain program), in this backend's form."""
 
 
+@compiled
 def step(model, state: State, control: Control, dt, *, solver: Solver | None = None,
          integrator: Integrator = Projected(), check: bool = True) -> State:
     """One time quantum of length ``dt``: the functional ``step(model, state, control) -> state`` of a :class:`Chain`
@@ -170,6 +171,7 @@ def _check_dtypes(chain, state, controls, who):
                         + ": the steps would promote the state; build them in one dtype")
 
 
+@compiled
 def rollout(model, state: State, controls, dt, *, n_steps: int | None = None, solver: Solver | None = None,
             integrator: Integrator = Projected(), checkpoint: int | None = None, check: bool = True,
             backend: Backend | None = None):

@@ -5,7 +5,7 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from .._model.chain import Control, State
-from .._model.checks import describe, runtime_checks
+from .._model.checks import compiled, describe, runtime_checks
 from .._model.model import PATH, check_model
 from .base import Solver, check_solver
 from .mechanism import mechanism_dynamics
@@ -23,6 +23,7 @@ def accelerations(model, state: State, control: Control, solver: Solver, stab=No
     return mechanism_dynamics(model, state, control, solver, stab).a
 
 
+@compiled
 def forward_dynamics(model, state: State, control: Control | None = None, *, solver: Solver | None = None,
                      stab=None, held=None, alpha_w=0.0, theta_bar=None, return_forces: bool = False,
                      check: bool = False):

@@ -109,6 +109,40 @@ def test_rollout_validates_its_start():
 
 
 @pytest.mark.slow
+def test_entry_points_called_eagerly_compile_once():
+    """Called eagerly, an entry point runs as one compiled program: a second call with new values of the same shapes
+    compiles nothing (run op by op, each call would trace and compile its loops again) and gives what the same call
+    gives inside a user's jit; a failed run-time check still raises the plain ValueError."""
+    chain = dc.pendulum(3, mass=[1.0, 0.8, 0.5], length=[1.0, 0.8, 0.6])
+
+    def calls(theta):
+        state = dc.from_joint_angles(chain, theta)
+        tau = jnp.append(theta, 0.0)  # (a torque per point)
+        return (state, dc.forward_dynamics(chain, state, dc.Control(tau=tau)),
+                dc.rollout(chain, state, dc.Control(tau=jnp.ones((5, 4)) * tau), 1e-3)[0])
+
+    calls(jnp.array([0.1, 0.2, 0.3]))
+    compiles = []
+
+    def listen(event, duration, **_):
+        if event.endswith("backend_compile_duration"):
+            compiles.append(duration)
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        out = calls(jnp.array([0.3, -0.4, 0.5]))
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    assert compiles == []
+    inside = jax.jit(calls)(jnp.array([0.3, -0.4, 0.5]))
+    for a, b in zip(jax.tree.leaves(out), jax.tree.leaves(inside)):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+    stretched = dc.State(out[0].x.at[2].add(0.01), out[0].v)
+    with pytest.raises(ValueError, match="^check_state: the state is off the constraint manifold"):
+        dc.rollout(chain, stretched, None, 1e-3, n_steps=3)
+
+
+@pytest.mark.slow
 def test_unchecked_programs_have_no_host_callbacks():
     """JAX's persistent compilation cache refuses programs with host callbacks. The start checks are such callbacks
     (``eqx.error_if``); with ``check=False`` the rollouts, their gradients and event rollouts must contain none, so
