@@ -80,8 +80,9 @@ class ChainEnv(Environment):
         bench = self.build(**params.physics)
         action = jnp.clip(self._action(action, (self.action_size,)), params.low, params.high)
         u = bench.to_control(*bench.to_q(state.sim), action if self.action_size > 1 else action[0])
-        sim, _ = rollout(bench.chain, state.sim, lambda s: u, self.dt / self.substeps, n_steps=self.substeps,
-                         integrator=self.integrator, check=False, backend=self.backend)  # the input held
+        held = jax.tree.map(lambda a: jnp.broadcast_to(a, (self.substeps,) + a.shape), u)  # the input held
+        sim, _ = rollout(bench.chain, state.sim, held, self.dt / self.substeps, integrator=self.integrator,
+                         check=False, backend=self.backend)
         q, qd = bench.to_q(sim)
         steps = state.steps + 1
         terminated, truncated = self.failed(q, qd, params), steps >= params.max_steps
