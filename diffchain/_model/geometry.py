@@ -11,7 +11,6 @@ import jax
 import jax.numpy as jnp
 
 from .chain import Chain, State
-from .checks import compiled
 
 
 def perp(v):
@@ -137,7 +136,6 @@ def joint_accelerations(state: State, a):
     return _pad_diff(link_angular_velocities(state.x, a))
 
 
-@compiled
 def from_joint_angles(chain: Chain, theta, theta_dot=None, base=(0.0, 0.0), base_velocity=(0.0, 0.0), t=0.0) -> State:
     """The Cartesian :class:`State` of a chain given its joint angles theta (n-1,) and rates (n-1,), and point 1.
 
