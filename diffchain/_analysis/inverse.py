@@ -17,6 +17,7 @@ from .._xla import linalg
 from .._solvers.mechanism import mechanism_terms
 from .._solvers.rank import rank_info
 from .._model.chain import State
+from .._model.checks import compiled
 
 UNDER, PROPER, REDUNDANT, UNDER_AND_REDUNDANT = 0, 1, 2, 3
 ACTUATION = {UNDER: "under-actuated", PROPER: "properly actuated", REDUNDANT: "redundantly actuated",
@@ -79,6 +80,7 @@ def motor_map(mech, q):
     return jax.jacfwd(mech.motor_angles)(q).T
 
 
+@compiled
 def mechanism_inverse_dynamics(mech, state: State, qdd, F=None, tol=1e-9):
     """Motor torques u that produce the accelerations ``qdd`` (N, 2), consistent with the constraints (including any
     drivers), via eq. 8.63 with tau_ID = M q_dd - Q (q, q_d; no motors) and G the null-space basis of eq. 8.51."""

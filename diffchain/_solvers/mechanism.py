@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from .._model.chain import Control, State
+from .._model.checks import compiled
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -61,6 +62,7 @@ def mechanism_dynamics(mech, state: State, control: Control, solver, stab=None):
     return eqx.tree_at(lambda s: s.a, sol, sol.a.reshape(state.x.shape))
 
 
+@compiled
 def reactions(mech, state: State, lam):
     """Joint reactions in physical units: {joint name: forces (P, 2) the joint applies on every point}, from
     F_points = (dPhi_rows/dP)^T lambda_rows (seed 004: the multipliers are the reactions). For a revolute joint or a
