@@ -9,7 +9,11 @@ w.r.t. the start, the same with ``solver=ShortChain()``, and the README four-bar
 fresh process each (the same program compiled twice in one process would hit JAX's in-memory caches), then the
 first call. ``--xla-flags`` runs every process with ``dc.set_xla_cpu_flags()``. The issue's goal is <= 5 s in all.
 
-A second table: the persistent compilation cache (``jax_compilation_cache_dir``) across two fresh processes, for the
+A second table: the 3-link arm's ``forward_dynamics`` and 200-step ``rollout`` called outside ``jit``, as a user
+calls them at the prompt: the first call and the median of five more with new values of the same shapes (diffchain's
+functions compile themselves once per signature).
+
+A third table: the persistent compilation cache (``jax_compilation_cache_dir``) across two fresh processes, for the
 rollout with ``check=True`` (the default: run-time checks are host callbacks) and ``check=False``.
 
 Writes a markdown report to benchmarks/results/compile-times-<date>.md (``--out`` to change).
@@ -107,9 +111,39 @@ def measure(name, flags, cache_dir=None, check=True):
     return {"trace": t1 - t0, "lower": t2 - t1, "compile": t3 - t2, "first_call": t4 - t3}
 
 
+def measure_eager(flags):
+    """In this (fresh) process: seconds of the first and of later eager calls (new values) of forward_dynamics and of a
+    200-step rollout of the README's arm."""
+    import statistics
+
+    import jax
+    import jax.numpy as jnp
+
+    jax.config.update("jax_enable_x64", True)
+    import diffchain as dc
+
+    if flags:
+        dc.set_xla_cpu_flags()
+    arm = dc.pendulum(3, mass=[1.0, 0.8, 0.5], length=[1.0, 0.8, 0.6], k_omega=0.05)
+    calls = {"forward_dynamics": lambda s, u: dc.forward_dynamics(arm, s, u),
+             "rollout, 200 steps": lambda s, u: dc.rollout(arm, s, None, 1e-3, n_steps=200)[0].x}
+    out = {}
+    for name, f in calls.items():
+        times = []
+        for k in range(6):
+            state = dc.from_joint_angles(arm, jnp.array([-1.2, 0.4, 0.3]) + 0.01 * k, jnp.zeros(3))
+            u = dc.Control(tau=jnp.array([0.0, 1.0, -0.5, 0.0]) * k)
+            t0 = time.perf_counter()
+            jax.block_until_ready(f(state, u))
+            times.append(time.perf_counter() - t0)
+        out[name] = {"first": times[0], "later": statistics.median(times[1:])}
+    return out
+
+
 def child(name, flags, cache_dir=None, check=True):
+    call = f"c.measure_eager({flags})" if name == "eager" else f"c.measure({name!r}, {flags}, {cache_dir!r}, {check})"
     code = (f"import sys, json; sys.path.insert(0, {HERE!r}); import compile_times as c; "
-            f"print('RESULT', json.dumps(c.measure({name!r}, {flags}, {cache_dir!r}, {check})))")
+            f"print('RESULT', json.dumps({call}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900)
     line = [s for s in out.stdout.splitlines() if s.startswith("RESULT ")]
     if not line:
@@ -137,6 +171,10 @@ def main():
         rows.append((name, r, total))
         print(f"{name:22s} {r['trace']:7.2f} {r['lower']:7.2f} {r['compile']:8.2f} {total:7.2f} {r['first_call']:9.2f}",
               flush=True)
+    eager = child("eager", args.xla_flags)
+    for name, r in eager.items():
+        print(f"called outside jit: {name}: first call {r['first']:.2f} s, later calls {r['later'] * 1e3:.2f} ms",
+              flush=True)
     cache = []
     for check in (True, False):
         with tempfile.TemporaryDirectory() as d:
@@ -155,6 +193,9 @@ def main():
              "| program | trace | lower | XLA compile | total | first call |", "|---|---|---|---|---|---|"]
     lines += [f"| {n} | {r['trace']:.2f} | {r['lower']:.2f} | {r['compile']:.2f} | {t:.2f} | {r['first_call']:.2f} |"
               for n, r, t in rows]
+    lines += ["", "Called outside jit (new values of the same shapes after the first call):", "",
+              "| call | first call, s | later calls, ms |", "|---|---|---|"]
+    lines += [f"| {n} | {r['first']:.2f} | {r['later'] * 1e3:.2f} |" for n, r in eager.items()]
     lines += ["", "Persistent compilation cache, the rollout compiled in two fresh processes:", "",
               "| rollout | compile, 1st process | compile, 2nd process | cache files |", "|---|---|---|---|"]
     lines += [f"| check={c} | {a['compile']:.2f} | {b['compile']:.2f} | {k} |" for c, a, b, k in cache]
