@@ -125,13 +125,16 @@ def compiled(fn):
     Bad input raises as it would without: argument errors while tracing (the types of the static arguments are part
     of the signature, so that ``n_steps=True`` is checked, not taken for a compiled ``n_steps=1``), and a failed
     run-time check (:func:`runtime_checks`) of a call made here as the ``ValueError`` with its message (JAX reports an
-    error in a host callback as a ``JaxRuntimeError`` holding that text; within a user's ``jit`` it still does)."""
+    error in a host callback as a ``JaxRuntimeError`` holding that text; within a user's ``jit`` it still does).
+    An argument that is a numpy integer or bool scalar (``n_steps=np.int64(500)``) is taken as the Python value, as
+    the function takes it, not traced as an array."""
     @eqx.filter_jit
     def jitted(kinds, args, kwargs):
         return fn(*args, **kwargs)
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
+        args, kwargs = tuple(map(_python_scalar, args)), {k: _python_scalar(v) for k, v in kwargs.items()}
         kinds = tuple(type(leaf) for leaf in jax.tree.leaves((args, kwargs)) if not eqx.is_array(leaf))
         _FAILED[0] = None
         try:
@@ -143,3 +146,8 @@ def compiled(fn):
             raise ValueError(message) from None
 
     return call
+
+
+def _python_scalar(value):
+    """A numpy integer or bool scalar as the Python value (a static argument), anything else as it is."""
+    return value.item() if isinstance(value, (np.integer, np.bool_)) else value

@@ -140,6 +140,11 @@ def test_entry_points_called_eagerly_compile_once():
     stretched = dc.State(out[0].x.at[2].add(0.01), out[0].v)
     with pytest.raises(ValueError, match="^check_state: the state is off the constraint manifold"):
         dc.rollout(chain, stretched, None, 1e-3, n_steps=3)
+    # a numpy integer is the Python int it holds (a static argument), as a numpy bool is the bool
+    final = dc.rollout(chain, out[0], dc.Control(tau=jnp.zeros((5, 4))), 1e-3)[0]
+    np.testing.assert_allclose(dc.rollout(chain, out[0], None, 1e-3, n_steps=np.int64(5))[0].x, final.x, rtol=1e-12)
+    with pytest.raises(TypeError, match="n_steps must be an int >= 0, got True"):
+        dc.rollout(chain, out[0], None, 1e-3, n_steps=np.bool_(True))
 
 
 @pytest.mark.slow
