@@ -127,7 +127,8 @@ def compiled(fn):
     run-time check (:func:`runtime_checks`) of a call made here as the ``ValueError`` with its message (JAX reports an
     error in a host callback as a ``JaxRuntimeError`` holding that text; within a user's ``jit`` it still does).
     An argument that is a numpy integer or bool scalar (``n_steps=np.int64(500)``) is taken as the Python value, as
-    the function takes it, not traced as an array."""
+    the function takes it, not traced as an array. A call with an argument that cannot be hashed (e.g. a policy that
+    is a dataclass instance) runs op by op, as before."""
     @eqx.filter_jit
     def jitted(kinds, args, kwargs):
         return fn(*args, **kwargs)
@@ -135,7 +136,12 @@ def compiled(fn):
     @functools.wraps(fn)
     def call(*args, **kwargs):
         args, kwargs = tuple(map(_python_scalar, args)), {k: _python_scalar(v) for k, v in kwargs.items()}
-        kinds = tuple(type(leaf) for leaf in jax.tree.leaves((args, kwargs)) if not eqx.is_array(leaf))
+        static = [leaf for leaf in jax.tree.leaves((args, kwargs)) if not eqx.is_array(leaf)]
+        try:
+            hash(tuple(static))
+        except TypeError:
+            return fn(*args, **kwargs)
+        kinds = tuple(map(type, static))
         _FAILED[0] = None
         try:
             return jitted(kinds, args, kwargs)

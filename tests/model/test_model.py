@@ -1,4 +1,6 @@
 """Model building, bad input, joint-space views and sensitivities."""
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -145,6 +147,16 @@ def test_entry_points_called_eagerly_compile_once():
     np.testing.assert_allclose(dc.rollout(chain, out[0], None, 1e-3, n_steps=np.int64(5))[0].x, final.x, rtol=1e-12)
     with pytest.raises(TypeError, match="n_steps must be an int >= 0, got True"):
         dc.rollout(chain, out[0], None, 1e-3, n_steps=np.bool_(True))
+
+    @dataclasses.dataclass
+    class Damper:  # a policy that cannot be hashed (a dataclass with __eq__): run op by op
+        gain: float
+
+        def __call__(self, s):
+            return dc.Control(tau=-self.gain * dc.joint_velocities(s))
+
+    damped = jax.jit(lambda s: dc.rollout(chain, s, lambda q: Damper(0.5)(q), 1e-3, n_steps=5)[0].x)(out[0])
+    np.testing.assert_allclose(dc.rollout(chain, out[0], Damper(0.5), 1e-3, n_steps=5)[0].x, damped, rtol=1e-12)
 
 
 @pytest.mark.slow
