@@ -8,9 +8,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .inertia import link_mass_blocks
 from .chain import G, State
-from .mechanism import Mechanism
+from .mechanism import Bodies, Mechanism
 from .._constraints.mechanism import _R, Coincide, Distance, Driver, OnLine
 
 
@@ -240,27 +239,7 @@ class MechanismBuilder:
         """(Mechanism, State at the drawn positions, at rest). Raises ValueError for inconsistent input."""
         if self._nc == 0:
             raise ValueError("MechanismBuilder: the mechanism has no moving point")
-        P = len(self.names)
         W, c = self._affine()
-        Mp = np.zeros((P, 2, P, 2))
-        for k, m in enumerate(self.mass):
-            Mp[k, :, k, :] += m * np.eye(2)
-        for (_, i, j, mu, com, J, L) in self.bodies:
-            M11, M12, M22 = (np.asarray(b) for b in link_mass_blocks(np.float64(mu), np.asarray(com), np.float64(J),
-                                                                     np.float64(L)))
-            Mp[i, :, i, :] += M11
-            Mp[i, :, j, :] += M12
-            Mp[j, :, i, :] += M12.T
-            Mp[j, :, j, :] += M22
-        Mp = Mp.reshape(2 * P, 2 * P)
-        M = W.T @ Mp @ W
-        ev = np.linalg.eigvalsh(M)
-        if ev[0] <= 1e-12 * max(ev[-1], 1e-300):
-            massless = [self.names[k] for k, kd in enumerate(self.kind) if kd[0] == "coord"
-                        and np.allclose(M[2 * kd[1]:2 * kd[1] + 2], 0)]
-            raise ValueError("MechanismBuilder: the mass matrix is singular: every moving point needs mass "
-                             f"(a point mass or a body with mass and inertia); massless points: {massless}")
-        f_g = W.T @ Mp @ np.tile([0.0, -self.g], P)
         ia = lambda rows, k: np.asarray([r[k] for r in rows], int)  # noqa: E731
         fa = lambda rows, k: np.asarray([r[k] for r in rows], float)  # noqa: E731
         dist = Distance(jnp.asarray(ia(self.dist, 0)), jnp.asarray(ia(self.dist, 1)), jnp.asarray(fa(self.dist, 2), dtype))
@@ -277,15 +256,26 @@ class MechanismBuilder:
             row_names += [name] if nr == 1 else [f"{name}.x", f"{name}.y"]
         n_rows = len(row_names)
         sp = self.springs
+        bd = self.bodies
+        bodies = Bodies(jnp.asarray(ia(bd, 1)), jnp.asarray(ia(bd, 2)), jnp.asarray(fa(bd, 3), dtype),
+                        jnp.asarray(np.asarray([b[4] for b in bd], float).reshape(-1, 2), dtype),
+                        jnp.asarray(fa(bd, 5), dtype), jnp.asarray(fa(bd, 6), dtype))
         mech = Mechanism(
-            jnp.asarray(W, dtype), jnp.asarray(c, dtype), jnp.asarray(M, dtype), jnp.asarray(f_g, dtype),
-            dist, coin, line, tuple(self.drivers), jnp.ones((n_rows,), bool),
+            jnp.asarray(W, dtype), jnp.asarray(c, dtype), jnp.asarray(self.mass, dtype), bodies,
+            jnp.asarray(self.g, dtype), dist, coin, line, tuple(self.drivers), jnp.ones((n_rows,), bool),
             jnp.asarray(np.asarray([s[:2] for s in sp], int).reshape(-1, 2)),
             jnp.asarray(fa(sp, 2), dtype), jnp.asarray(fa(sp, 3), dtype), jnp.asarray(fa(sp, 4), dtype),
             jnp.asarray(np.asarray(self.motors, int).reshape(-1, 4)),
             jnp.asarray(np.asarray([lim[:4] for lim in self.limits], int).reshape(-1, 4)),
             jnp.asarray(fa(self.limits, 4), dtype), jnp.asarray(fa(self.limits, 5), dtype),
             tuple(self.names), tuple(row_names), tuple(joint_rows), tuple(self.limit_names))
+        M = np.asarray(mech.M, float)
+        ev = np.linalg.eigvalsh(M)
+        if ev[0] <= 1e-12 * max(ev[-1], 1e-300):
+            massless = [self.names[k] for k, kd in enumerate(self.kind) if kd[0] == "coord"
+                        and np.allclose(M[2 * kd[1]:2 * kd[1] + 2], 0)]
+            raise ValueError("MechanismBuilder: the mass matrix is singular: every moving point needs mass "
+                             f"(a point mass or a body with mass and inertia); massless points: {massless}")
         x0 = np.zeros((self._nc, 2))
         for k, kind in enumerate(self.kind):
             if kind[0] == "coord":

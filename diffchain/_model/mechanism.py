@@ -8,7 +8,9 @@ q = (x_1, y_1, ..., x_N, y_N). Every other point of the model is an *affine* fun
     (diffchain._model.inertia; no extra coordinates).
 So all points are P = W q + c with a constant W (2P x 2N). A rigid body between two points has the constant 4x4 mass
 block of :func:`diffchain._model.inertia.link_mass_blocks`; in q it is W^T M_pts W, still constant: the equations of
-motion are M q_dd = Q(q, q_d, t) + J^T lambda with no velocity-product terms in M q_dd.
+motion are M q_dd = Q(q, q_d, t) + J^T lambda with no velocity-product terms in M q_dd. M and the gravity forces are
+assembled from the point masses and the bodies' mass, centre of mass, inertia and length, all arrays of the model: they
+are differentiable.
 
 Constraints (rows of Phi(q, t), grouped by kind and vectorised, fixed shapes, a boolean ``on`` mask per row):
   * Distance(i, j, L):      (|p_i - p_j|^2 - L^2) / (2 L)   -> lambda is the tension in N (rigid bodies, massless rods)
@@ -27,22 +29,36 @@ import jax.numpy as jnp
 from .chain import Control, State
 from .checks import describe
 from .geometry import wrap_angle
+from .inertia import link_mass_blocks
 from .model import GENERAL, Model
 from .._constraints.mechanism import Coincide, Distance, OnLine, _cross
+
+
+class Bodies(eqx.Module):
+    """The rigid bodies' mass (seed 003): base points i, j (indices into the P points), mass, centre of mass (a, b)
+    in body coordinates (a along i -> j, b to the left), moment of inertia about it and length |p_j - p_i| (B each)."""
+    i: jax.Array
+    j: jax.Array
+    mass: jax.Array
+    com: jax.Array
+    inertia: jax.Array
+    L: jax.Array
 
 
 class Mechanism(Model):
     """A planar mechanism in natural coordinates (module docstring). Build it with :class:`MechanismBuilder`.
 
-    W (2P, 2N), c (2P,): all P points as affine functions of the N coordinate points; M (2N, 2N) constant mass
-    matrix; f_g (2N,) generalized gravity; constraint groups with ``on`` masks; springs (i, j, k, L0, c); motors
+    W (2P, 2N), c (2P,): all P points as affine functions of the N coordinate points; m (P,) point masses, bodies
+    (:class:`Bodies`) and g (gravity along -y), which give the constant mass matrix :attr:`M` (2N, 2N) and the
+    generalized gravity :attr:`f_g` (2N,); constraint groups with ``on`` masks; springs (i, j, k, L0, c); motors
     (index quadruples i, j, k, l: the torque acts on body k->l and, reacting, on body i->j); angle stops (quadruples
     as the motors', the range [limit_lo, limit_hi] of their relative angle, for the event rollout); names for reports.
     """
     W: jax.Array
     c: jax.Array
-    M: jax.Array
-    f_g: jax.Array
+    m: jax.Array
+    bodies: Bodies
+    g: jax.Array
     dist: Distance
     coin: Coincide
     line: OnLine
@@ -70,6 +86,28 @@ class Mechanism(Model):
     @property
     def n_rows(self):
         return self.on.shape[0]
+
+    def _point_mass_matrix(self):
+        """M_pts (2P, 2P): the point masses' and the bodies' blocks on the P points."""
+        P = self.m.shape[0]
+        b = self.bodies
+        M11, M12, M22 = link_mass_blocks(b.mass, b.com, b.inertia, b.L)
+        k = jnp.arange(P)
+        Mp = jnp.zeros((P, P, 2, 2), self.m.dtype).at[k, k].add(self.m[:, None, None] * jnp.eye(2, dtype=self.m.dtype))
+        Mp = Mp.at[b.i, b.i].add(M11).at[b.i, b.j].add(M12).at[b.j, b.i].add(M12.swapaxes(-1, -2)).at[b.j, b.j].add(M22)
+        return Mp.transpose(0, 2, 1, 3).reshape(2 * P, 2 * P)
+
+    @property
+    def M(self):
+        """The constant mass matrix (2N, 2N) in q: W^T M_pts W."""
+        return self.W.T @ self._point_mass_matrix() @ self.W
+
+    @property
+    def f_g(self):
+        """The generalized gravity forces (2N,): W^T M_pts (0, -g, 0, -g, ...)."""
+        P = self.m.shape[0]
+        down = jnp.zeros((P, 2), self.m.dtype).at[:, 1].set(-self.g).reshape(-1)
+        return self.W.T @ (self._point_mass_matrix() @ down)
 
     def points(self, q):
         """All points (P, 2) for the flat coordinates q (2N,)."""
@@ -122,7 +160,7 @@ class Mechanism(Model):
 
     @property
     def dtype(self):
-        return self.M.dtype
+        return self.m.dtype
 
     def default_solver(self):
         from .._solvers.dense import KKT
@@ -158,7 +196,7 @@ class Mechanism(Model):
         return Control(tau=jnp.zeros((self.motor_idx.shape[0],), dtype), F=jnp.zeros((self.W.shape[0] // 2, 2), dtype))
 
     def length_scale(self):
-        return jnp.max(self.dist.L, initial=1.0) if self.dist.L.shape[0] else jnp.ones((), self.M.dtype)
+        return jnp.max(self.dist.L, initial=1.0) if self.dist.L.shape[0] else jnp.ones((), self.dtype)
 
     def weight(self):
         # f_g sums every point's gravity: its y components add up to -m g; without gravity, the mass scale
