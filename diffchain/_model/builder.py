@@ -54,6 +54,7 @@ class MechanismBuilder:
         self.joint_names = []                             # (name, group, index in group)
         self.springs, self.motors, self.motor_names = [], [], []
         self.limits, self.limit_names = [], []            # (i, j, k, l, lo, hi)
+        self.dampers, self.k_v = [], {}                   # (i, j, k, l, c); {point index: drag coefficient}
         self._nc = 0
 
     # ---- points ---------------------------------------------------------------------------------------------
@@ -204,6 +205,23 @@ class MechanismBuilder:
         self.motor_names.append(name)
         return name
 
+    def damper(self, name, body_a, body_b, c):
+        """A rotational viscous damper: the torque -c (omega_b - omega_a) on body_b, reacting on body_a (body_a may be
+        "ground"), omega the bodies' angular velocities (joint friction; a chain's ``k_omega``)."""
+        c = _finite_float(c, f"MechanismBuilder: damper {name!r} c")
+        if c < 0:
+            raise ValueError(f"MechanismBuilder: damper {name!r} needs c >= 0, got {c}")
+        self.dampers.append(self._ends(name, body_a) + self._ends(name, body_b) + (c,))
+        return name
+
+    def drag(self, p, k):
+        """Quadratic air drag on point p: the force -k v |v| (a chain's ``k_v``)."""
+        i, k = self._idx(p), _finite_float(k, f"MechanismBuilder: drag on {p!r} k")
+        if k < 0:
+            raise ValueError(f"MechanismBuilder: drag on {p!r} needs k >= 0, got {k}")
+        self.k_v[i] = k
+        return p
+
     def limit(self, name, body_a, body_b, lo=None, hi=None):
         """An angle stop: the relative angle of body_b against body_a (as a motor's, in (-pi, pi]; body_a may be
         "ground") stays in [lo, hi] (None: no stop on that side). The event rollout
@@ -268,6 +286,9 @@ class MechanismBuilder:
             jnp.asarray(np.asarray(self.motors, int).reshape(-1, 4)),
             jnp.asarray(np.asarray([lim[:4] for lim in self.limits], int).reshape(-1, 4)),
             jnp.asarray(fa(self.limits, 4), dtype), jnp.asarray(fa(self.limits, 5), dtype),
+            jnp.asarray(np.asarray([d[:4] for d in self.dampers], int).reshape(-1, 4)),
+            jnp.asarray(fa(self.dampers, 4), dtype),
+            jnp.asarray([self.k_v.get(k, 0.0) for k in range(len(self.names))], dtype) if self.k_v else None,
             tuple(self.names), tuple(row_names), tuple(joint_rows), tuple(self.limit_names))
         M = np.asarray(mech.M, float)
         ev = np.linalg.eigvalsh(M)

@@ -18,7 +18,8 @@ Constraints (rows of Phi(q, t), grouped by kind and vectorised, fixed shapes, a 
   * OnLine(i, a, b):         cross(p_b - p_a, p_i - p_a) / L_ab -> lambda is the normal force (slider, prismatic joint)
   * Driver(kind, idx, f):    rheonomic constraints with a user function f(t) (distance, absolute angle, relative angle,
                              coordinate) for kinematic analysis and prescribed motion (seed 003 F^D(q, t)).
-Applied forces: gravity, linear springs/dampers between points, motor torques between two bodies, point forces.
+Applied forces: gravity, linear springs/dampers between points, motor torques and rotational viscous dampers between two
+bodies, quadratic air drag on points, point forces.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ import jax
 import jax.numpy as jnp
 
 from .chain import Control, State
+from .forces import _speed
 from .checks import describe
 from .geometry import wrap_angle
 from .inertia import link_mass_blocks
@@ -52,7 +54,9 @@ class Mechanism(Model):
     (:class:`Bodies`) and g (gravity along -y), which give the constant mass matrix :attr:`M` (2N, 2N) and the
     generalized gravity :attr:`f_g` (2N,); constraint groups with ``on`` masks; springs (i, j, k, L0, c); motors
     (index quadruples i, j, k, l: the torque acts on body k->l and, reacting, on body i->j); angle stops (quadruples
-    as the motors', the range [limit_lo, limit_hi] of their relative angle, for the event rollout); names for reports.
+    as the motors', the range [limit_lo, limit_hi] of their relative angle, for the event rollout); rotational dampers
+    (quadruples as the motors', coefficients damper_c: torque -c times the relative angular velocity); air drag k_v
+    (P,) on the points (force -k_v v |v|; None without drag); names for reports.
     """
     W: jax.Array
     c: jax.Array
@@ -72,6 +76,9 @@ class Mechanism(Model):
     limit_idx: jax.Array
     limit_lo: jax.Array
     limit_hi: jax.Array
+    damper_idx: jax.Array
+    damper_c: jax.Array
+    k_v: jax.Array | None
     point_names: tuple = eqx.field(static=True)
     row_names: tuple = eqx.field(static=True)
     joint_rows: tuple = eqx.field(static=True)   # ((name, (first_row, n_rows)), ...)
@@ -123,7 +130,8 @@ class Mechanism(Model):
         return jnp.concatenate([r.astype(q.dtype) for r in rows]) * self.on
 
     def applied_forces(self, q, qd, t, tau=None, F=None):
-        """Q(q, q_d, t): gravity + springs/dampers + motor torques tau (n_motors,) + point forces F (P, 2)."""
+        """Q(q, q_d, t): gravity + springs/dampers + motor torques tau (n_motors,) + rotational dampers + drag + point
+        forces F (P, 2)."""
         n_m, P = self.motor_idx.shape[0], self.W.shape[0] // 2
         if tau is not None and jnp.shape(tau) != (n_m,):
             raise ValueError(f"Mechanism: tau must hold one torque per motor, shape (n_motors,) = ({n_m},) (motors in "
@@ -143,8 +151,17 @@ class Mechanism(Model):
             Q = Q - jax.vjp(length, q)[1](tension)[0]
         if tau is not None and self.motor_idx.shape[0]:
             Q = Q + jax.grad(lambda q_: jnp.sum(jnp.asarray(tau) * self.motor_angles(q_)))(q)
-        if F is not None:
-            Q = Q + self.W.T @ jnp.asarray(F, q.dtype).reshape(-1)
+        if self.damper_idx.shape[0]:
+            def angles(q_):
+                return _relative_angles(self.points(q_), self.damper_idx)
+            omega = jax.jvp(angles, (q,), (qd,))[1]
+            Q = Q + jax.vjp(angles, q)[1](-self.damper_c * omega)[0]
+        if self.k_v is not None or F is not None:
+            F_P = jnp.zeros((P, 2), q.dtype) if F is None else jnp.asarray(F, q.dtype)
+            if self.k_v is not None:
+                v = (self.W @ qd).reshape(-1, 2)
+                F_P = F_P - self.k_v[:, None] * v * _speed(v[:, 0], v[:, 1])[:, None]
+            Q = Q + self.W.T @ F_P.reshape(-1)
         return Q
 
     def motor_angles(self, q):
@@ -231,7 +248,7 @@ class Mechanism(Model):
         return pad(omega, F), pad(alpha, F)
 
     def energy(self, state: State):
-        """Kinetic + gravitational + spring potential energy (conserved without dampers, motors, drivers)."""
+        """Kinetic + gravitational + spring potential energy (conserved without dampers, drag, motors, drivers)."""
         q, qd = state.x.reshape(-1), state.v.reshape(-1)
         V = -self.f_g @ q
         if self.spring_idx.shape[0]:

@@ -238,6 +238,68 @@ def test_open_chain_as_mechanism_matches_recursion():
     assert (chain.topology, mech.topology) == ("path", "general")
 
 
+def test_chain_forces_on_a_mechanism_match_the_recursion():
+    """A pendulum with rigid links, a torque, joint damping and air drag at every joint and point, drawn as a mechanism
+    (a motor and a rotational damper per joint, the terminal joint's against the ground; drag on every point): dense
+    KKT on the mechanism and the seed-000 recursion on the chain give the same accelerations."""
+    rng = np.random.default_rng(7)
+    n = 4                                                          # links; n + 1 points, point 0 pinned
+    mass, length = rng.uniform(0.5, 2.0, n), rng.uniform(0.5, 1.5, n)
+    lm, li, com = rng.uniform(0.2, 1.0, n), rng.uniform(0.01, 0.1, n), rng.uniform(-0.3, 0.6, (n, 2))
+    k_omega, k_v, tau = rng.uniform(0.1, 1.0, n + 1), rng.uniform(0.1, 1.0, n + 1), rng.uniform(-1, 1, n + 1)
+    chain = dc.pendulum(n, mass=mass, length=length, k_omega=k_omega, k_v=k_v, link_mass=lm, link_com=com,
+                        link_inertia=li)
+    state = dc.from_joint_angles(chain, rng.uniform(-2, 2, n), rng.uniform(-2, 2, n))
+    a_rec = jax.jit(lambda c, s, u: dc.forward_dynamics(c, s, u, solver=dc.Recursive()))(chain, state,
+                                                                                         dc.Control(tau=tau))
+    mb = MechanismBuilder(g=float(chain.g))
+    mb.ground("P0", np.asarray(state.x[0]))
+    for k in range(1, n + 1):
+        mb.point(f"P{k}", np.asarray(state.x[k]), mass=mass[k - 1])
+        mb.body(f"L{k}", f"P{k - 1}", f"P{k}", mass=lm[k - 1], inertia=li[k - 1], com=com[k - 1], length=length[k - 1])
+        mb.drag(f"P{k}", k_v[k])
+    for j in range(n + 1):                                         # joint j: link j against link j - 1
+        # (the terminal joint's torque acts on link n alone: reacting on link n, acting on the ground)
+        a, b = (f"L{j}" if j else "ground", f"L{j + 1}") if j < n else (f"L{n}", "ground")
+        mb.motor(f"m{j}", a, b)
+        mb.damper(f"d{j}", a, b, k_omega[j])
+    mech, _ = mb.build()
+    s = dc.State(state.x[1:], state.v[1:], 0.0)
+    a_mech = jax.jit(dc.forward_dynamics)(mech, s, dc.Control(tau=tau))
+    np.testing.assert_allclose(a_mech, a_rec[1:], rtol=1e-10, atol=1e-10)
+    # and each kind matters: without the dampers and the drag the accelerations differ
+    bare = eqx.tree_at(lambda m: (m.damper_c, m.k_v), mech, (0 * mech.damper_c, 0 * mech.k_v))
+    assert np.max(np.abs(jax.jit(dc.forward_dynamics)(bare, s, dc.Control(tau=tau)) - a_mech)) > 1e-2
+
+
+def test_rotational_damper_and_drag_dissipate_their_power():
+    """dE/dt = q_d . (M q_dd) - f_g . q_d equals -c (omega_coupler - omega_crank)^2 - k |v_C|^3, the power of a
+    rotational damper between crank and coupler and of air drag at C, with the angular velocities cross(u, u_d)/|u|^2
+    of the bodies' base vectors (the constraint forces do no work)."""
+    c, k = 0.3, 0.2
+    mb = MechanismBuilder(g=9.81)
+    mb.ground("O", (0, 0)), mb.ground("A", (d_, 0))
+    t2, t4 = 0.8, float(freudenstein(0.8))
+    mb.point("B", (a_ * np.cos(t2), a_ * np.sin(t2))), mb.point("C", (d_ + c_ * np.cos(t4), c_ * np.sin(t4)))
+    mb.body("crank", "O", "B", mass=1.0, inertia=0.05, length=a_)
+    mb.body("coupler", "B", "C", mass=2.0, inertia=0.4, com=(1.2, 0.3), length=b_)
+    mb.body("rocker", "A", "C", mass=1.5, inertia=0.2, length=c_)
+    mb.damper("friction", "crank", "coupler", c)
+    mb.drag("C", k)
+    mech, guess = mb.build()
+    s, info = assemble(mech, guess)
+    s, _ = velocities(mech, dc.State(s.x, jnp.array([[-0.8, 0.5], [0.0, 0.0]])))
+    qdd = dc.forward_dynamics(mech, s).reshape(-1)
+    qd = s.v.reshape(-1)
+    dE = qd @ (mech.M @ qdd) - mech.f_g @ qd
+    B, C = np.asarray(s.x)
+    vB, vC = np.asarray(s.v)
+    rate = lambda u, du: (u[0] * du[1] - u[1] * du[0]) / (u @ u)  # noqa: E731
+    w_rel = rate(C - B, vC - vB) - rate(B, vB)
+    np.testing.assert_allclose(dE, -c * w_rel**2 - k * np.linalg.norm(vC) ** 3, rtol=1e-10)
+    assert abs(w_rel) > 0.1 and np.linalg.norm(vC) > 0.1
+
+
 def test_project_moves_a_mechanism_onto_its_loop_closure():
     """dc.project of a mechanism: a state off the four-bar's loop closure and its rate is moved onto both (the
     residuals Phi(q) and Phi_q q_dot, to round-off after three Newton steps), and a state on them stays."""
