@@ -1,5 +1,5 @@
 """Cost of one forward-dynamics evaluation of a closed chain of n links (both ends pinned: one loop through the ground):
-dense KKT / range-space on the generic Mechanism (O(n^3): dense Jacobian, complete-pivot rank check, dense solve) versus
+dense KKT / range-space on the general model (O(n^3): dense Jacobian, complete-pivot rank check, dense solve) versus
 the sparse method, dc.Banded (seed 001 §8.13: a tridiagonal Thomas solve, O(n)), on the same loop as a Chain pinned at
 both ends. Prints a table of microseconds per call and ratios.
 

@@ -1,9 +1,8 @@
 """diffchain: differentiable dynamics of planar kinematic chains in JAX."""
 from ._xla.flags import set_xla_cpu_flags, xla_cpu_flags
-from ._model.model import Model
+from ._model.model import Model, energy
 from ._model.chain import Chain, Control, State, cart_chain, free_chain, pendulum
 from ._model.geometry import (from_joint_angles, joint_accelerations, joint_angles, joint_velocities, link_angles)
-from ._model.forces import energy
 from ._solvers.base import Solution, Solver
 from ._solvers.rank import Info
 from ._solvers.banded import Banded
@@ -17,7 +16,6 @@ from ._simulate.rollout import Backend, check_state, constraint_violation, rollo
 from ._xla.point_major_backend import PointMajor
 from ._xla.sharding import shard
 from ._analysis.sensitivity import da_dF, dalpha_dtau
-from ._model.mechanism import Mechanism
 from ._model.builder import MechanismBuilder
 from ._solvers.mechanism import constraint_terms, lagrange_terms, reactions
 from ._analysis.kinematics import (accelerations as acceleration_analysis, assemble, kinematic_analysis,
@@ -43,7 +41,7 @@ __all__ = [
     # batching: a batch spread over several devices
     "shard",
     # closed loops and mechanisms (seeds 001-004)
-    "Mechanism", "MechanismBuilder", "constraint_terms", "lagrange_terms", "reactions", "acceleration_analysis",
+    "MechanismBuilder", "constraint_terms", "lagrange_terms", "reactions", "acceleration_analysis",
     "assemble", "kinematic_analysis", "velocity_analysis", "actuator_forces", "loop_closure_dynamics",
     "loop_closure_terms", "mechanism_inverse_dynamics",
     # contacts, limits and held joints (seed 000 Part II, §7, §12)

@@ -1,6 +1,6 @@
 """Matplotlib pictures and animations of planar chains.
 
-Three functions, all taking a :class:`~diffchain.Chain` (for the masses and which points are pinned or slide on a line)
+Three functions, all taking a :func:`~diffchain.Chain` (for the masses and which points are pinned or slide on a line)
 and a :class:`~diffchain.State` -- a single state for :func:`draw_chain`, a trajectory with leaves stacked on axis 0
 (as returned by :func:`diffchain.rollout`) for the others:
 

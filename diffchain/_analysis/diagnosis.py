@@ -242,7 +242,7 @@ def _measures(model, trajectory, rtol=None, conditioning=False) -> _Measures:
 
         pos, vel = jax.vmap(one)(x, v, times)
         if conditioning:
-            r = mech.nominal_rank if mech.nominal_rank >= 0 else min(mech.n_rows, mech.n)
+            r = mech.nominal_rank if mech.nominal_rank >= 0 else min(mech.n_rows, 2 * mech.n)
 
             def cond_one(xk, tk):
                 J = jax.jacfwd(mech.phi)(xk.reshape(-1), tk)
@@ -268,7 +268,7 @@ def diagnose(model, trajectory, *, rtol=None, singular_tol=None) -> Report:
     """The :class:`Report` of a run: whether it is finite, stays on its constraints, passes close to a singular
     configuration, and (events) how often a quantum used up its budget.
 
-    ``model`` is the Chain or Mechanism that was simulated; ``trajectory`` what the rollout returned as its second
+    ``model`` is the chain or mechanism that was simulated; ``trajectory`` what the rollout returned as its second
     output: the States of :func:`~diffchain.rollout` (of a chain or a mechanism), or the (EventStates,
     StepReports) of :func:`~diffchain.event_rollout`. ``rtol`` (default ``max(1e-2, eps ** (1/3))`` of the states'
     dtype) sets the constraint tolerance (positions ``rtol`` times the longest rod, rates ``100 rtol``) and

@@ -4,7 +4,7 @@
   G = d gamma/dy by jacfwd, g = G_dot y_dot by a nested jvp, and G^T M G y_dd = G^T (Q - M g). Integrating y keeps
   every constraint exactly: no drift, no stabilisation.
 * :func:`actuator_forces` (seed 001 eq. 8.63): G_u^T u = G^T tau_ID with the classification under-, properly or
-  redundantly actuated, exact or minimum-norm u. :func:`mechanism_inverse_dynamics` applies it to motors of a Mechanism.
+  redundantly actuated, exact or minimum-norm u. :func:`mechanism_inverse_dynamics` applies it to motors of a mechanism.
 """
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def loop_closure_dynamics(M, Q, gamma, y, yd):
 
 
 def mechanism_loop_closure_dynamics(mech, gamma, y, yd, t=0.0, tau=None, F=None):
-    """:func:`loop_closure_dynamics` for a Mechanism: ``gamma`` maps y to the flat coordinates q (2N,)."""
+    """:func:`loop_closure_dynamics` for a mechanism: ``gamma`` maps y to the flat coordinates q (2N,)."""
     return loop_closure_dynamics(lambda q: mech.M, lambda q, qd: mech.applied_forces(q, qd, t, tau, F), gamma, y, yd)
 
 
@@ -57,7 +57,7 @@ class Actuation(eqx.Module):
 
 def actuator_forces(G, tau_id, Bu, free=None, tol=1e-9):
     """Seed 001 eq. 8.63: G_u^T u = G^T tau_ID, with Bu (n, p) the actuator map tau = Bu u (Q [u; 0] in the seed:
-    a selection matrix for joint actuators, a general matrix for motors of a Mechanism). ``free`` masks the valid
+    a selection matrix for joint actuators, a general matrix for motors of a mechanism). ``free`` masks the valid
     columns of a fixed-shape G. Cases (not exclusive): rank G_u < n - r under-actuated, p > rank G_u redundantly
     actuated, else properly actuated with the unique u = G_u^-T G^T tau_ID. The minimum-norm least-squares u is
     returned in every case (exact unless under-actuated and the motion is infeasible)."""

@@ -18,7 +18,6 @@ from .._model.forces import external_forces, torque_forces
 from .detection import limit_arc
 from .state import EventState, Events
 from .._model.geometry import _pad_diff, joint_velocities, links, wrap_angle
-from .._model.inertia import mass_matrix
 from .._model.chain import Chain, Control, State
 from .._model.model import GENERAL
 
@@ -29,7 +28,7 @@ def _where(c, x, y):
 
 def _mass_times(chain: Chain, a):
     if chain.has_links:
-        return (mass_matrix(chain) @ a.reshape(-1)).reshape(a.shape)
+        return (chain.M @ a.reshape(-1)).reshape(a.shape)
     return chain.m[:, None] * a
 
 
@@ -57,7 +56,7 @@ def _active_rows(chain: Chain, es: EventState, x):
 
 def _metric(chain: Chain):
     """The mass metric of a chain: its dense mass matrix (rigid links) or its coordinates' masses (2n,)."""
-    return mass_matrix(chain) if chain.has_links else jnp.repeat(chain.m, 2)
+    return chain.M if chain.has_links else jnp.repeat(chain.m, 2)
 
 
 def _mass_metric_step(mass, J, q, target):

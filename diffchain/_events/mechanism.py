@@ -1,4 +1,4 @@
-"""The event dynamics of a :class:`Mechanism` (seed 000 §7, §12.1 on a model in natural coordinates, seed 003): the
+"""The event dynamics of a mechanism (seed 000 §7, §12.1 on a model in natural coordinates, seed 003): the
 same rules as a chain's (:mod:`diffchain._events.dynamics`), written as rows added to the mechanism's own.
 
 A stuck contact point p_i = W_i q + c_i (affine in q) adds two rows W_i q_dd = a^w_i, with a^w_i the PD correction
@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from .._model.chain import Control, State
-from .._model.mechanism import Mechanism, pad
+from .._model.model import Model, pad
 from .._solvers.mechanism import mechanism_terms
 from .._xla.batching import rare_cond
 from .detection import _slack, limit_arc
@@ -22,18 +22,18 @@ from .dynamics import _mass_metric_step
 from .state import EventState, Events
 
 
-def _limit_jacobian(mech: Mechanism, q):
+def _limit_jacobian(mech: Model, q):
     """G (F, 2N): the stops' d theta / dq (padding: 0)."""
     return jax.jacfwd(lambda q_: pad(mech.limit_angles(q_), mech.n_features))(q)
 
 
-def _contact_jacobian(mech: Mechanism):
+def _contact_jacobian(mech: Model):
     """W_i (F, 2, 2N): the contact points' rows of W (padding: 0)."""
     P = mech.W.shape[0] // 2
     return pad(mech.W.reshape(P, 2, -1), mech.n_features)
 
 
-def _event_rows(mech: Mechanism, events: Events, es: EventState, x):
+def _event_rows(mech: Model, events: Events, es: EventState, x):
     """The rows (J_e (3F, 2N), on (3F,)) of the event constraints: two per contact point (on where stuck), one per
     stop (on where held), and the stops' angles theta (F,) and limits (F,) on their continuous branch."""
     F = mech.n_features
@@ -45,7 +45,7 @@ def _event_rows(mech: Mechanism, events: Events, es: EventState, x):
     return rows, jnp.concatenate([jnp.repeat(es.stuck, 2), es.held]), theta, limit
 
 
-def constrained_dynamics(mech: Mechanism, events: Events, es: EventState, x, v, t, control: Control, stab, impulse,
+def constrained_dynamics(mech: Model, events: Events, es: EventState, x, v, t, control: Control, stab, impulse,
                          solver):
     """a (N, 2), tau_w (F,) and R (F, 2) of the mechanism with the event constraints of ``es`` switched on: its
     solver's ``system`` on the mechanism's rows (Baumgarte with time constant ``stab``) and the event rows (module
@@ -70,7 +70,7 @@ def constrained_dynamics(mech: Mechanism, events: Events, es: EventState, x, v, 
     return a, tau_w, R
 
 
-def _active(mech: Mechanism, events: Events, es: EventState, x, t, positions=False):
+def _active(mech: Model, events: Events, es: EventState, x, t, positions=False):
     """All rows switched on, scaled to unit length (zero rows off), their scales, and the values Phi of their
     constraints: the mechanism's Phi(q, t), the stuck points' p_i - pin_i, the held stops' theta - limit. For the
     ``positions`` a stuck point keeps only its row along the obstacle's normal, z^T (p_i - pin_i): where the point
@@ -93,7 +93,7 @@ def _active(mech: Mechanism, events: Events, es: EventState, x, t, positions=Fal
     return J / scale[:, None], scale, jnp.where(norm > 0, phi, 0.0)
 
 
-def impulse_projection(mech: Mechanism, events: Events, es: EventState, x, v, t):
+def impulse_projection(mech: Model, events: Events, es: EventState, x, v, t):
     """The inelastic impact's velocity jump dv (N, 2): v + dv is the M-orthogonal projection of v onto the velocities
     the constraints switched on allow, Phi_q v + Phi_t = 0 (the mechanism's rows, its drivers moving on), W_i v = 0
     (stuck points), G_j v = 0 (held stops); it never raises the kinetic energy (a rheonomic driver aside)."""
@@ -104,7 +104,7 @@ def impulse_projection(mech: Mechanism, events: Events, es: EventState, x, v, t)
     return _mass_metric_step(mech.M, J, v, target)
 
 
-def project_onto_active(mech: Mechanism, events: Events, es: EventState, iterations: int = 1) -> State:
+def project_onto_active(mech: Model, events: Events, es: EventState, iterations: int = 1) -> State:
     """``es.state`` moved onto every constraint switched on in the mass metric (``iterations`` Newton steps on the
     mechanism's Phi, the stuck points' pins and the held stops' limits), then its velocities onto the tangent space
     there (:func:`impulse_projection`)."""
@@ -115,7 +115,7 @@ def project_onto_active(mech: Mechanism, events: Events, es: EventState, iterati
     return State(x, v + impulse_projection(mech, events, es, x, v, t), t)
 
 
-def onto_obstacles(mech: Mechanism, events: Events, stuck, x):
+def onto_obstacles(mech: Model, events: Events, stuck, x):
     """x (N, 2) moved, smallest in the mass metric, so that every free contact point below an obstacle line is on it
     and every other constraint keeps its value (to first order), line by line; and whether any point moved. (A
     chain's points move alone: :func:`diffchain._events.detection.onto_obstacles`.)"""

@@ -149,11 +149,13 @@ def event_step(model, events: Events, es: EventState, control: Control, dt, *,
     ``solver``: :class:`diffchain.Recursive` (O(n), point masses; the default for a chain) or a dense solver such as
     :class:`diffchain.KKT` (rigid links too; the default, and the only kind, for a mechanism).
 
-    ``model``: a :class:`Chain` or a :class:`Mechanism` (its contacts are its points, its limits its angle
-    stops, its control the motor torques ``Control(tau=...)``).
+    ``model``: a chain or a mechanism (its contacts are its points, its limits its angle
+    stops, its control the motor torques ``Control(tau=...)``); ``control`` None: no input.
     """
-    chain = model  # (a Chain or a Mechanism)
+    chain = model  # (a chain or a mechanism)
     check_event_integrator(integrator, "event_step")
+    if control is None:  # no input: the cached control's pytree, zero
+        control = jax.tree_util.tree_map(jnp.zeros_like, es.control)
     return _event_quantum(chain, events, es, control, dt, solver, integrator)
 
 

@@ -29,8 +29,8 @@ def event_rollout(model, events: Events, es: EventState, controls, dt, *, n_step
     :class:`Control`, a policy ``policy(state) -> Control`` (it sees the :class:`State`), or None; ``checkpoint=k``
     recomputes segments of k quanta in reverse mode (default 1: the reverse pass keeps each quantum's start, the
     result of its slots and its solver solutions, and recomputes the rest instead of storing its hundreds of
-    intermediate arrays; None stores them). ``model`` may be a :class:`Chain` or a
-    :class:`Mechanism` (with ``dc.Events(mechanism, ...)``, ``dc.EventState(state, model=mechanism)`` and the motor
+    intermediate arrays; None stores them). ``model`` may be a :func:`Chain` or a
+    mechanism (with ``dc.Events(mechanism, ...)``, ``dc.EventState(state, model=mechanism)`` and the motor
     torques as controls, ``Control(tau=(T, n_motors))``); ``solver`` defaults to the recursion for a chain, dense KKT
     for a mechanism. The start is validated by
     :func:`check_event_state` unless ``check=False`` (e.g. to study drift on purpose), and so is the run: a
@@ -38,7 +38,7 @@ def event_rollout(model, events: Events, es: EventState, controls, dt, *, n_step
     with the dtype (:mod:`diffchain._analysis.diagnosis`). Quanta that used up their budget are counted in the
     StepReports (``exhausted``) and by :func:`diffchain.diagnose`, not raised.
     """
-    chain = model  # (a Chain or a Mechanism)
+    chain = model  # (a chain or a mechanism)
     from .._simulate.rollout import check_controls, describe, _scan_rollout, check_n_steps, control_checks, dt_checks
 
     who = "event_rollout"

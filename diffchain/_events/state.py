@@ -52,7 +52,7 @@ class Events(eqx.Module):
                  threshold=1.0, max_depth=3, slots=8, chatter_count=3, chatter_window=20, dtype=float):
         """``ground=y`` is the horizontal line {y = ground} with normal +y; ``lines=(z0, z)`` any set of lines.
 
-        ``n``: a chain's number of points, or the model (a chain or a :class:`Mechanism`). For a mechanism
+        ``n``: a chain's number of points, or the model (a chain or a mechanism). For a mechanism
         ``contact`` names the points that can touch the obstacles (default: every moving point), the angle limits are
         its stops (:meth:`MechanismBuilder.limit`), and the masks have one entry per feature
         (:attr:`diffchain.Model.n_features`)."""

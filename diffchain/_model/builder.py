@@ -1,4 +1,4 @@
-"""The :class:`MechanismBuilder`: a :class:`~diffchain._model.mechanism.Mechanism` drawn by points, bodies, joints,
+"""The :class:`MechanismBuilder`: a :class:`~diffchain.Model` of general topology drawn by points, bodies, joints,
 drivers, springs, motors and angle stops (seed 003 natural coordinates)."""
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .chain import G, State
-from .mechanism import Bodies, Mechanism
-from .._constraints.mechanism import _R, Coincide, Distance, Driver, OnLine
+from .model import GENERAL, Bodies, Model
+from .._constraints.kinds import _R, Coincide, Distance, Driver, OnLine
 
 
 def _finite_float(value, name):
@@ -30,7 +30,7 @@ def _finite_pair(value, name):
 
 
 class MechanismBuilder:
-    """Build a :class:`Mechanism` the way an engineer draws it: points, bodies, joints, drivers, springs, motors.
+    """Build a mechanism (a :class:`Model`, ``topology = "general"``) the way an engineer draws it: points, bodies, joints, drivers, springs, motors.
 
         mb = MechanismBuilder()
         O, A = mb.ground("O", (0, 0)), mb.ground("A", (4, 0))
@@ -254,7 +254,7 @@ class MechanismBuilder:
         return W.reshape(2 * P, 2 * N), c.reshape(-1)
 
     def build(self, dtype=jnp.float64):
-        """(Mechanism, State at the drawn positions, at rest). Raises ValueError for inconsistent input."""
+        """(the mechanism, a :class:`Model`; its State at the drawn positions, at rest). Raises ValueError for inconsistent input."""
         if self._nc == 0:
             raise ValueError("MechanismBuilder: the mechanism has no moving point")
         W, c = self._affine()
@@ -278,18 +278,20 @@ class MechanismBuilder:
         bodies = Bodies(jnp.asarray(ia(bd, 1)), jnp.asarray(ia(bd, 2)), jnp.asarray(fa(bd, 3), dtype),
                         jnp.asarray(np.asarray([b[4] for b in bd], float).reshape(-1, 2), dtype),
                         jnp.asarray(fa(bd, 5), dtype), jnp.asarray(fa(bd, 6), dtype))
-        mech = Mechanism(
-            jnp.asarray(W, dtype), jnp.asarray(c, dtype), jnp.asarray(self.mass, dtype), bodies,
-            jnp.asarray(self.g, dtype), dist, coin, line, tuple(self.drivers), jnp.ones((n_rows,), bool),
-            jnp.asarray(np.asarray([s[:2] for s in sp], int).reshape(-1, 2)),
-            jnp.asarray(fa(sp, 2), dtype), jnp.asarray(fa(sp, 3), dtype), jnp.asarray(fa(sp, 4), dtype),
-            jnp.asarray(np.asarray(self.motors, int).reshape(-1, 4)),
-            jnp.asarray(np.asarray([lim[:4] for lim in self.limits], int).reshape(-1, 4)),
-            jnp.asarray(fa(self.limits, 4), dtype), jnp.asarray(fa(self.limits, 5), dtype),
-            jnp.asarray(np.asarray([d[:4] for d in self.dampers], int).reshape(-1, 4)),
-            jnp.asarray(fa(self.dampers, 4), dtype),
-            jnp.asarray([self.k_v.get(k, 0.0) for k in range(len(self.names))], dtype) if self.k_v else None,
-            tuple(self.names), tuple(row_names), tuple(joint_rows), tuple(self.limit_names))
+        P, f = len(self.names), lambda v: jnp.asarray(v, dtype)  # noqa: E731
+        mech = Model(
+            W=f(W), offset=f(c), m=f(self.mass), bodies=bodies, g=f(self.g), dist=dist, coin=coin, line=line,
+            drivers=tuple(self.drivers), on=jnp.ones((n_rows,), bool), guided=jnp.zeros((P,), bool),
+            slider=jnp.zeros((P,), bool), s=jnp.zeros((P, 2), dtype).at[:, 1].set(1.0), c=jnp.zeros((P,), dtype),
+            spring_idx=jnp.asarray(np.asarray([s[:2] for s in sp], int).reshape(-1, 2)),
+            spring_k=f(fa(sp, 2)), spring_L0=f(fa(sp, 3)), spring_c=f(fa(sp, 4)),
+            motor_idx=jnp.asarray(np.asarray(self.motors, int).reshape(-1, 4)),
+            damper_idx=jnp.asarray(np.asarray([d[:4] for d in self.dampers], int).reshape(-1, 4)),
+            damper_c=f(fa(self.dampers, 4)), k_v=f([self.k_v.get(k, 0.0) for k in range(P)]) if self.k_v else None,
+            limit_idx=jnp.asarray(np.asarray([lim[:4] for lim in self.limits], int).reshape(-1, 4)),
+            limit_lo=f(fa(self.limits, 4)), limit_hi=f(fa(self.limits, 5)), topology=GENERAL,
+            point_names=tuple(self.names), row_names=tuple(row_names), joint_rows=tuple(joint_rows),
+            limit_names=tuple(self.limit_names))
         M = np.asarray(mech.M, float)
         ev = np.linalg.eigvalsh(M)
         if ev[0] <= 1e-12 * max(ev[-1], 1e-300):

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import equinox as eqx
-from jaxtyping import Array, Bool, Float
+from jaxtyping import Array, Float
 
 from .checks import _require, _show, describe, runtime_checks
 from .model import PATH, Model
@@ -19,8 +19,10 @@ from .model import PATH, Model
 G = 9.81  # seed 000 §4.1
 
 
-class Chain(Model):
-    """A planar chain of points ("joints") 1..n joined by rigid rods ("links") 1..n-1 (seed 000 §1–2).
+def Chain(m, l, *, guided=None, slider=None, s=None, c=None, k_omega=0.0, k_v=0.0, g=G, link_mass=None, link_com=None,
+          link_inertia=None, check: bool = True) -> Model:
+    """A planar chain of points ("joints") 1..n joined by rigid rods ("links") 1..n-1 (seed 000 §1–2): a
+    :class:`Model` with ``topology = "path"``.
 
     Arrays (differentiable):
       m:        (n,)   point masses m_i > 0 (>= 0 where the links carry the mass)
@@ -41,191 +43,141 @@ class Chain(Model):
       link_com:     (n-1,2)  its centre of mass (a, b) in metres: a along r_k from point k, b across (along r_k^*);
                              default (l_k/2, 0)
       link_inertia: (n-1,)   moment of inertia about the centre of mass (a uniform rod: mass l^2 / 12); default 0
+    The model reads them back under these names (``chain.m``, ``chain.l``, ``chain.k_omega``, ``chain.link_mass``,
+    ...). Shapes are checked here; values (finite, positive masses and lengths, ...) too, also when they are traced:
+    under ``jit``/``vmap`` the check runs with the program (:func:`runtime_check`). ``check=False`` skips the checks of
+    traced values (a program without host callbacks); known values are always checked.
     """
-
-    m: Float[Array, " n"]
-    l: Float[Array, " n-1"]
-    s: Float[Array, "n 2"]
-    c: Float[Array, " n"]
-    k_omega: Float[Array, " n"]
-    k_v: Float[Array, " n"]
-    g: Float[Array, ""]
-    guided: Bool[Array, " n"]
-    slider: Bool[Array, " n"]
-    link_mass: Float[Array, " n-1"] | None
-    link_com: Float[Array, "n-1 2"] | None
-    link_inertia: Float[Array, " n-1"] | None
-
-    def __init__(self, m, l, *, guided=None, slider=None, s=None, c=None, k_omega=0.0, k_v=0.0, g=G,
-                 link_mass=None, link_com=None, link_inertia=None, check: bool = True):
-        """Shapes are checked here; values (finite, positive masses and lengths, ...) too, also when they are traced:
-        under ``jit``/``vmap`` the check runs with the program (:func:`runtime_check`). ``check=False`` skips the
-        checks of traced values (a program without host callbacks); known values are always checked."""
-        m = jnp.asarray(m)
-        m = m.astype(jnp.result_type(float, m.dtype))
-        _require(m.ndim == 1 and m.shape[0] >= 1, f"Chain: masses m must be a 1-D array of n >= 1 point masses, got shape {m.shape}")
-        n, dtype = m.shape[0], m.dtype
-        l = jnp.asarray(l, dtype)
-        _require(l.shape == (n - 1,), f"Chain: lengths l must have shape (n-1,) = ({n - 1},) for n = {n} points, got {l.shape}")
-        self.m, self.l = m, l
-        self.s = _per_point_or_one(s if s is not None else [0.0, 1.0], (n, 2), dtype, "Chain: s (slider normals)")
-        self.c = _per_point_or_one(0.0 if c is None else c, (n,), dtype, "Chain: c (slider offsets)")
-        k_omega = jnp.asarray(k_omega, dtype)
-        if k_omega.ndim == 0:
-            k_omega = jnp.full((n,), k_omega).at[-1:].set(0.0)
-        self.k_omega = k_omega
-        self.k_v = _per_point_or_one(k_v, (n,), dtype, "Chain: k_v")
-        self.g = jnp.asarray(g, dtype)
-        _require(self.g.shape == (), f"Chain: g must be a scalar (the gravitational acceleration along -y), got shape "
-                 f"{self.g.shape}")
-        self.guided = jnp.zeros((n,), bool) if guided is None else jnp.asarray(guided, bool)
-        self.slider = jnp.zeros((n,), bool) if slider is None else jnp.asarray(slider, bool)
-        _require(self.guided.shape == (n,), f"Chain: guided must have one flag per point (n = {n}), got shape {self.guided.shape}")
-        _require(self.slider.shape == (n,), f"Chain: slider must have one flag per point (n = {n}), got shape {self.slider.shape}")
-        _require(self.k_omega.shape == (n,), f"Chain: k_omega must be a scalar or have shape ({n},), got {self.k_omega.shape}")
-        if link_mass is None and link_com is None and link_inertia is None:
-            self.link_mass = self.link_com = self.link_inertia = None
+    m = jnp.asarray(m)
+    m = m.astype(jnp.result_type(float, m.dtype))
+    _require(m.ndim == 1 and m.shape[0] >= 1, f"Chain: masses m must be a 1-D array of n >= 1 point masses, got shape {m.shape}")
+    n, dtype = m.shape[0], m.dtype
+    l = jnp.asarray(l, dtype)
+    _require(l.shape == (n - 1,), f"Chain: lengths l must have shape (n-1,) = ({n - 1},) for n = {n} points, got {l.shape}")
+    a = {"m": m, "l": l}
+    a["s"] = _per_point_or_one(s if s is not None else [0.0, 1.0], (n, 2), dtype, "Chain: s (slider normals)")
+    a["c"] = _per_point_or_one(0.0 if c is None else c, (n,), dtype, "Chain: c (slider offsets)")
+    k_omega = jnp.asarray(k_omega, dtype)
+    if k_omega.ndim == 0:
+        k_omega = jnp.full((n,), k_omega).at[-1:].set(0.0)
+    a["k_omega"] = k_omega
+    a["k_v"] = _per_point_or_one(k_v, (n,), dtype, "Chain: k_v")
+    a["g"] = jnp.asarray(g, dtype)
+    _require(a["g"].shape == (), f"Chain: g must be a scalar (the gravitational acceleration along -y), got shape "
+             f"{a['g'].shape}")
+    guided = jnp.zeros((n,), bool) if guided is None else jnp.asarray(guided, bool)
+    slider = jnp.zeros((n,), bool) if slider is None else jnp.asarray(slider, bool)
+    _require(guided.shape == (n,), f"Chain: guided must have one flag per point (n = {n}), got shape {guided.shape}")
+    _require(slider.shape == (n,), f"Chain: slider must have one flag per point (n = {n}), got shape {slider.shape}")
+    _require(k_omega.shape == (n,), f"Chain: k_omega must be a scalar or have shape ({n},), got {k_omega.shape}")
+    links = not (link_mass is None and link_com is None and link_inertia is None)
+    if links:
+        k = (n - 1,)
+        a["link_mass"] = _per_point_or_one(0.0 if link_mass is None else link_mass, k, dtype, "Chain: link_mass")
+        a["link_inertia"] = _per_point_or_one(0.0 if link_inertia is None else link_inertia, k, dtype,
+                                              "Chain: link_inertia")
+        if link_com is None:
+            a["link_com"] = jnp.stack([l / 2, jnp.zeros_like(l)], -1)
         else:
-            k = (n - 1,)
-            self.link_mass = _per_point_or_one(0.0 if link_mass is None else link_mass, k, dtype, "Chain: link_mass")
-            self.link_inertia = _per_point_or_one(0.0 if link_inertia is None else link_inertia, k, dtype,
-                                                  "Chain: link_inertia")
-            if link_com is None:
-                self.link_com = jnp.stack([self.l / 2, jnp.zeros_like(self.l)], -1)
-            else:
-                self.link_com = jnp.asarray(link_com, dtype)
-                _require(self.link_com.shape == k + (2,), f"Chain: link_com must have shape (n-1, 2) = {k + (2,)}, one "
-                         f"centre of mass (a, b) per link, got {self.link_com.shape}")
-        self._check_values(check)
+            a["link_com"] = jnp.asarray(link_com, dtype)
+            _require(a["link_com"].shape == k + (2,), f"Chain: link_com must have shape (n-1, 2) = {k + (2,)}, one "
+                     f"centre of mass (a, b) per link, got {a['link_com'].shape}")
+    a = _check_values(a, guided, slider, check)
+    return _path_model(a, guided, slider)
 
-    def _check_values(self, check):
-        """Finite, positive masses and lengths, ...: now where the values are known, else at run time if ``check``
-        (one :func:`runtime_checks` for all, tied to every traced field)."""
-        traced = []
 
-        def verify(name, bad, what, got=None):
-            val = getattr(self, name)
-            if not isinstance(val, jax.core.Tracer):
-                val_np = np.asarray(val)
-                _require(not np.any(bad(np, val_np)), f"Chain: {name} must be {what}, got "
-                         f"{_show(val_np if got is None else got(np, val_np))}")
-            elif check:
-                traced.append((bad(jnp, val), f"Chain: {name} must be {what}", val if got is None else got(jnp, val)))
+def _path_model(a, guided, slider) -> Model:
+    """The :class:`Model` of a chain from its checked arrays ``a`` (:func:`Chain`): rods i -> i+1 as distance rows,
+    links as bodies, and at every joint a motor and a damper (joint i: link i against link i-1, the world where
+    there is none)."""
+    from .._constraints.kinds import Coincide, Distance, OnLine
+    from .model import Bodies
 
-        finite = lambda xp, v: ~xp.isfinite(v)  # noqa: E731
-        for name in ("m", "l"):
+    m, dtype = a["m"], a["m"].dtype
+    n = m.shape[0]
+    k = np.arange(n)
+    world = np.array([-2, -1])
+    before = np.where((k >= 1)[:, None], np.stack([k - 1, k], -1), world)     # link i-1 (the world before link 1)
+    after = np.where((k <= n - 2)[:, None], np.stack([k, k + 1], -1), world)  # link i (the world after the last)
+    joints = jnp.asarray(np.concatenate([before, after], -1))
+    rods = jnp.arange(n - 1)
+    none_i, none_f = jnp.zeros((0,), int), jnp.zeros((0,), dtype)
+    bodies = Bodies(rods, rods + 1, a["link_mass"], a["link_com"], a["link_inertia"]) if "link_mass" in a else None
+    return Model(W=None, offset=None, m=m, bodies=bodies, g=a["g"], dist=Distance(rods, rods + 1, a["l"]),
+                 coin=Coincide(none_i, none_i), line=OnLine(none_i, none_i, none_i, none_f), drivers=(), on=None,
+                 guided=guided, slider=slider, s=a["s"], c=a["c"], spring_idx=jnp.zeros((0, 2), int),
+                 spring_k=none_f, spring_L0=none_f, spring_c=none_f, motor_idx=joints, damper_idx=joints,
+                 damper_c=a["k_omega"], k_v=a["k_v"], limit_idx=jnp.zeros((0, 4), int), limit_lo=none_f,
+                 limit_hi=none_f, topology=PATH)
+
+
+def _check_values(a, guided, slider, check):
+    """``a`` after the checks of finite, positive masses and lengths, ...: now where the values are known, else at run
+    time if ``check`` (one :func:`runtime_checks` for all, tied to every traced array)."""
+    traced = []
+    links = "link_mass" in a
+
+    def verify(name, bad, what, got=None):
+        val = a[name]
+        if not isinstance(val, jax.core.Tracer):
+            val_np = np.asarray(val)
+            _require(not np.any(bad(np, val_np)), f"Chain: {name} must be {what}, got "
+                     f"{_show(val_np if got is None else got(np, val_np))}")
+        elif check:
+            traced.append((bad(jnp, val), f"Chain: {name} must be {what}", val if got is None else got(jnp, val)))
+
+    finite = lambda xp, v: ~xp.isfinite(v)  # noqa: E731
+    for name in ("m", "l"):
+        verify(name, finite, "finite")
+    if links:
+        verify("m", lambda xp, v: v < 0, "non-negative")
+    else:
+        verify("m", lambda xp, v: ~(v > 0), "positive")
+    verify("l", lambda xp, v: ~(v > 0), "positive")
+    for name in ("k_omega", "k_v"):
+        verify(name, lambda xp, v: ~(xp.isfinite(v) & (v >= 0)), "finite and non-negative")
+    verify("g", finite, "finite")
+    verify("c", finite, "finite")
+    on = slider if isinstance(slider, jax.core.Tracer) else np.asarray(slider)
+    norm = lambda xp, v: xp.sqrt(xp.sum(v * v, -1))  # noqa: E731
+    verify("s", lambda xp, v: on & ~(xp.abs(norm(xp, v) - 1) < 1e-6),
+           "unit vectors where slider is set (norms 1 to 1e-6): the norms", norm)
+    if links:
+        for name in ("link_mass", "link_inertia", "link_com"):
             verify(name, finite, "finite")
-        if self.has_links:
-            verify("m", lambda xp, v: v < 0, "non-negative")
-        else:
-            verify("m", lambda xp, v: ~(v > 0), "positive")
-        verify("l", lambda xp, v: ~(v > 0), "positive")
-        for name in ("k_omega", "k_v"):
-            verify(name, lambda xp, v: ~(xp.isfinite(v) & (v >= 0)), "finite and non-negative")
-        verify("g", finite, "finite")
-        verify("c", finite, "finite")
-        on = self.slider if isinstance(self.slider, jax.core.Tracer) else np.asarray(self.slider)
-        norm = lambda xp, v: xp.sqrt(xp.sum(v * v, -1))  # noqa: E731
-        verify("s", lambda xp, v: on & ~(xp.abs(norm(xp, v) - 1) < 1e-6),
-               "unit vectors where slider is set (norms 1 to 1e-6): the norms", norm)
-        names = ["m", "l", "s", "c", "k_omega", "k_v", "g"]
-        if self.has_links:
-            for name in ("link_mass", "link_inertia", "link_com"):
-                verify(name, finite, "finite")
-            for name in ("link_mass", "link_inertia"):
-                verify(name, lambda xp, v: v < 0, "non-negative")
-            traced += self._check_mass(check)
-            names += ["link_mass", "link_com", "link_inertia"]
-        if traced:
-            names = [k for k in names if isinstance(getattr(self, k), jax.core.Tracer)]
-            for k, v in zip(names, runtime_checks(tuple(getattr(self, k) for k in names), traced)):
-                setattr(self, k, v)
+        for name in ("link_mass", "link_inertia"):
+            verify(name, lambda xp, v: v < 0, "non-negative")
+        traced += _check_mass(_path_model(a, guided, slider), check)
+    if traced:
+        names = [k for k, v in a.items() if isinstance(v, jax.core.Tracer)]
+        a = {**a, **dict(zip(names, runtime_checks(tuple(a[k] for k in names), traced)))}
+    return a
 
-    def _check_mass(self, check):
-        """[] or the run-time check that every point carries mass (with rigid links)."""
-        from .inertia import point_mass_blocks
 
-        lowest = jnp.linalg.eigvalsh(point_mass_blocks(self))[:, 0]
-        if not isinstance(lowest, jax.core.Tracer):
-            weak = np.flatnonzero(np.asarray(lowest) <= 0)
-            _require(weak.size == 0, f"Chain: points {weak.tolist()} carry no mass (neither a point mass nor link "
-                     "mass at that end): their accelerations would be undetermined")
-            return []
-        return [(lowest <= 0, "Chain: every point must carry mass (a point mass or link mass at that end), else its "
-                 "acceleration is undetermined; the smallest eigenvalues of the points' 2x2 mass blocks are",
-                 lowest)] if check else []
+def _check_mass(chain, check):
+    """[] or the run-time check that every point carries mass (with rigid links)."""
+    from .inertia import point_mass_blocks
 
-    @property
-    def has_links(self) -> bool:
-        """Whether the links carry distributed mass (decides the recursion at trace time)."""
-        return self.link_mass is not None
+    lowest = jnp.linalg.eigvalsh(point_mass_blocks(chain))[:, 0]
+    if not isinstance(lowest, jax.core.Tracer):
+        weak = np.flatnonzero(np.asarray(lowest) <= 0)
+        _require(weak.size == 0, f"Chain: points {weak.tolist()} carry no mass (neither a point mass nor link "
+                 "mass at that end): their accelerations would be undetermined")
+        return []
+    return [(lowest <= 0, "Chain: every point must carry mass (a point mass or link mass at that end), else its "
+             "acceleration is undetermined; the smallest eigenvalues of the points' 2x2 mass blocks are",
+             lowest)] if check else []
 
-    @property
-    def n(self) -> int:
-        return self.m.shape[0]
 
-    @property
-    def slider_mask(self):
-        """Points that move on a line and are not guided."""
-        return self.slider & ~self.guided
-
-    @property
-    def rod_on(self):
-        """Rods that are constraints (n-1,): a rod between two guided points is switched off, their prescribed
-        accelerations win (seed §6.1)."""
-        return ~(self.guided[:-1] & self.guided[1:])
-
-    # -- the model interface (diffchain._model.model) ----------------------------------------------------------------
-    topology = PATH
-
-    @property
-    def dtype(self):
-        return self.m.dtype
-
-    def default_solver(self):
-        from .._solvers.recursive_solver import Recursive
-        return Recursive()
-
-    def check_inputs(self, state, control, who, steps=False):
-        if state is not None and not isinstance(state, State):
-            raise TypeError(f"{who}: state must be a diffchain.State, got {describe(state)}")
-        check_sizes(self, state, control, who)
-        if isinstance(control, Control) and not steps and control.tau.shape != (self.n,):
-            raise ValueError(f"{who}: control must be one control, tau of shape (n,) = ({self.n},) and F, a_w "
-                             f"({self.n}, 2), got tau of shape {control.tau.shape} (a sequence of controls goes to "
-                             "rollout)")
-
-    def zero_control(self, dtype):
-        """No input: zero torques, point forces and prescribed accelerations."""
-        return Control(F=jnp.zeros((self.n, 2), dtype))
-
-    def length_scale(self):
-        return jnp.max(self.l, initial=1.0)
-
-    def weight(self):
-        return jnp.sum(self.m) * jnp.maximum(self.g, 1.0)  # (g >= 1: the mass scale without gravity)
-
-    @property
-    def n_features(self):
-        return self.n
-
-    def contact_points(self, x):
-        return x
-
-    def contact_rates(self, v):
-        return v
-
-    def free_contacts(self, contact, stuck):
-        return contact & ~self.guided & ~stuck
-
-    def feature_angles(self, x, ref=None):
-        from .geometry import wrapped_joint_angles
-        return wrapped_joint_angles(x, ref)
-
-    def angle_rates(self, x, v, a=None):
-        from .geometry import joint_accelerations, joint_velocities
-        st = State(x, v)
-        return joint_velocities(st) if a is None else (joint_velocities(st), joint_accelerations(st, a))
+def check_path_inputs(chain, state, control, who, steps=False):
+    """:meth:`Model.check_inputs` of a chain."""
+    if state is not None and not isinstance(state, State):
+        raise TypeError(f"{who}: state must be a diffchain.State, got {describe(state)}")
+    check_sizes(chain, state, control, who)
+    if isinstance(control, Control) and not steps and control.tau.shape != (chain.n,):
+        raise ValueError(f"{who}: control must be one control, tau of shape (n,) = ({chain.n},) and F, a_w "
+                         f"({chain.n}, 2), got tau of shape {control.tau.shape} (a sequence of controls goes to "
+                         "rollout)")
 
 
 class State(eqx.Module):
@@ -251,9 +203,9 @@ class State(eqx.Module):
 class Control(eqx.Module):
     """What acts on a model from outside during a quantum.
 
-      tau: (n,)   a chain's torque at each joint (seed §4.2): tau_i acts between link i-1 and link i (for i = 1 between
-                  the world and link 1, for i = n on link n-1 alone); positive is counter-clockwise on link i. A
-                  mechanism's motor torques (n_motors,), in the order the motors were created
+      tau: (n,)   one torque per motor of the model: a chain's torque at each joint (seed §4.2), tau_i acts between
+                  link i-1 and link i (for i = 1 between the world and link 1, for i = n on link n-1 alone), positive
+                  counter-clockwise on link i; a mechanism's (n_motors,), in the order the motors were created
       F:   (P,2)  point forces added to F^e, one per point (a chain's n, a mechanism's P in the order of its
                   ``point_names``); None (the default) for none
       a_w: (n,2)  prescribed accelerations of a chain's guided points (seed §6.1); ignored elsewhere and by mechanisms
@@ -331,7 +283,7 @@ def pendulum(n_links: int, mass=1.0, length=1.0, **kwargs) -> Chain:
     """An ``n_links``-link pendulum: n = n_links + 1 points, point 1 pinned (guided with a^w = 0), the rest free.
 
     ``mass`` (scalar or (n_links,)) sits at points 2..n; the pinned point gets the same mass as point 2 (it never moves,
-    so its value does not matter). ``length`` is a scalar or (n_links,). Other keywords go to :class:`Chain`.
+    so its value does not matter). ``length`` is a scalar or (n_links,). Other keywords go to :func:`Chain`.
     """
     _require(int(n_links) >= 1, f"pendulum: n_links must be >= 1, got {n_links}")
     m = _per_point(mass, n_links, "pendulum: mass")

@@ -65,7 +65,7 @@ def external_forces(chain: Chain, state: State, control: Control):
     return F + link_gravity(chain) if chain.has_links else F
 
 
-def energy(chain: Chain, state: State):
+def path_energy(chain: Chain, state: State):
     """Kinetic plus gravitational potential energy, (1/2) sum m_i |v_i|^2 + g sum m_i y_i and the links' share
     (conserved without damping, drag, torques and guided motion). Works on a trajectory (leading axes) too."""
     kinetic = 0.5 * jnp.sum(chain.m[:, None] * state.v**2, (-2, -1))

@@ -58,20 +58,6 @@ def point_mass_blocks(chain):
     return diag.at[:-1].add(M11).at[1:].add(M22)
 
 
-def mass_matrix(chain):
-    """The constant (2n, 2n) mass matrix in point coordinates: block-diagonal for point masses, block-tridiagonal
-    with rigid links (seed 003 natural coordinates)."""
-    n = chain.n
-    M = jnp.zeros((n, 2, n, 2), chain.m.dtype)
-    idx = jnp.arange(n)
-    M = M.at[idx, :, idx, :].set(point_mass_blocks(chain))
-    if chain.has_links:
-        _, M12, _ = chain_link_blocks(chain)
-        k = jnp.arange(n - 1)
-        M = M.at[k, :, k + 1, :].set(M12).at[k + 1, :, k, :].set(jnp.swapaxes(M12, -1, -2))
-    return M.reshape(2 * n, 2 * n)
-
-
 def link_com_positions(chain, x):
     """World positions of the links' centres of mass (n-1, 2)."""
     alpha, beta = body_point_weights(chain.link_com, chain.l)

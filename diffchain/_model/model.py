@@ -1,30 +1,74 @@
-"""The one model interface (:class:`Model`): points in the plane, their mass, constraints and forces."""
+"""The one model (:class:`Model`): points in the plane, their mass, constraints and forces (seed 003 natural
+coordinates), built by :func:`~diffchain.Chain` (and :func:`~diffchain.pendulum`, ...) or
+:class:`~diffchain.MechanismBuilder`.
+
+The unknowns are the Cartesian coordinates of N coordinate points, q = (x_1, y_1, ..., x_N, y_N). Every point of the
+model is an affine function of q, P = W q + offset (ground points are constants, a point fixed in a body is a fixed
+combination of the body's base points); a chain's points are its coordinates (W = None). A rigid body between two
+points has a constant 4x4 mass block (:func:`diffchain._model.inertia.link_mass_blocks`), so M = W^T M_pts W is
+constant and the equations of motion M q_dd = Q(q, q_d, t) + J^T lambda have no velocity-product terms.
+
+Constraints (rows of Phi(q, t), grouped by kind and vectorised, fixed shapes, a boolean ``on`` mask per row):
+  * Distance(i, j, L):      (|p_i - p_j|^2 - L^2) / (2 L)   -> lambda is the tension in N (rigid bodies, massless rods)
+  * Coincide(i, j):          p_i - p_j                       -> lambda is the force on p_i in N (revolute joint, pin)
+  * OnLine(i, a, b):         cross(p_b - p_a, p_i - p_a) / L_ab -> lambda is the normal force (slider, prismatic joint)
+  * Driver(kind, idx, f):    rheonomic constraints with a user function f(t) (distance, absolute angle, relative angle,
+                             coordinate) for kinematic analysis and prescribed motion (seed 003 F^D(q, t)).
+Applied forces: gravity, linear springs/dampers between points, motor torques and rotational viscous dampers between two
+bodies, quadratic air drag on points, point forces; a chain's joint torques and damping are its motors and dampers.
+"""
 from __future__ import annotations
 
-import abc
-from typing import ClassVar
-
 import equinox as eqx
+import jax
+import jax.numpy as jnp
 
 PATH, GENERAL = "path", "general"
+
+
+class Bodies(eqx.Module):
+    """The rigid bodies' mass (seed 003): base points i, j (indices into the P points), mass, centre of mass (a, b)
+    in body coordinates (a along i -> j, b to the left), moment of inertia about it (B each) and length |p_j - p_i|
+    (None: the lengths of the model's first B distance rows, a chain's rods)."""
+    i: jax.Array
+    j: jax.Array
+    mass: jax.Array
+    com: jax.Array
+    inertia: jax.Array
+    L: jax.Array | None = None
 
 
 class Model(eqx.Module):
     """A planar model in natural coordinates (seed 003): points in the plane, their mass, constraints and forces.
 
     Every entry point (:func:`forward_dynamics`, :func:`step`, :func:`rollout`, :func:`project`,
-    :func:`event_rollout`, :func:`diagnose`, :class:`Events`) takes a model and asks it only what this interface
-    declares. Two builders make models:
+    :func:`event_rollout`, :func:`diagnose`, :class:`Events`) takes a model. Two builders make one:
 
-    * :class:`Chain` (and :func:`pendulum`, :func:`free_chain`, :func:`cart_chain`): points joined in a serial path by
-      rods, with pinned, guided and sliding points, point masses and rigid links; ``topology = "path"``, which the
-      seed-000 recursion needs;
-    * :class:`MechanismBuilder` -> :class:`Mechanism`: any topology, bodies and attachment points as affine functions
-      of the coordinate points, closed loops, drivers, springs, motors and angle stops; ``topology = "general"``.
+    * :func:`Chain` (and :func:`pendulum`, :func:`free_chain`, :func:`cart_chain`): points joined in a serial path
+      by rods, with guided and sliding points, point masses and rigid links; ``topology = "path"``, which the seed-000
+      recursion needs;
+    * :class:`MechanismBuilder`: any topology, bodies and attachment points, closed loops, drivers, springs, motors,
+      dampers and angle stops; ``topology = "general"``.
 
     The topology is static: a solver that needs a path (:class:`Recursive`, :class:`ShortChain`) refuses other models
-    with a clear error, and the event rollout picks the form of its projections by it. The state of either is a
-    :class:`State`: the coordinate points x (N, 2), their velocities and the time.
+    with a clear error. The state of either is a :class:`State`: the N coordinate points x (N, 2), their velocities
+    and the time.
+
+    Points: ``W`` (2P, 2N), ``offset`` (2P,): all P points as P = W q + offset (None: the points are the coordinates).
+    Mass: ``m`` (P,) point masses, ``bodies`` (:class:`Bodies`; a chain's links with distributed mass, None without),
+    ``g`` gravity along -y; they give :attr:`M` and :attr:`f_g`.
+    Constraints (each with its mask): ``dist`` distance rows (a chain's rods, rod i joining points i and i+1, lengths
+    :attr:`l`), ``coin`` coincidences, ``line`` points on lines through two points, ``drivers`` (rows of f(t)) and
+    ``on`` (the mask of these rows; None on a chain, whose rods are on unless both ends are guided); ``guided`` (P,)
+    points with a prescribed acceleration a^w (a chain's, seed 000 §6.1), ``slider`` (P,) points on the fixed lines
+    {x : s_i·x = c_i} (``s`` (P, 2) unit normals, ``c`` (P,) offsets; seed 000 §6.3).
+    Forces: springs (``spring_idx`` point pairs, stiffness, free length, damper), motors (``motor_idx`` index
+    quadruples i, j, k, l: the torque acts on body k->l and, reacting, on body i->j; indices -2, -1 are the world
+    frame's (0, 0), (1, 0)), rotational dampers (``damper_idx`` as the motors', ``damper_c``: torque -c times the
+    relative angular velocity), air drag ``k_v`` (P,) (force -k_v v |v|; None: none). A chain has a motor and a damper
+    at every joint i (link i against link i-1; the first against the world, the last on link n-1 alone): its controls'
+    ``tau`` and its ``k_omega``.
+    Angle stops for the event rollout: ``limit_idx`` (quadruples as the motors'), ``limit_lo``, ``limit_hi``.
 
     Features, for the event rollout (seed 000 §7, §12.1 on any model): a model has F features of each kind (an event
     state's masks are (F,)). Contact feature i is a point of the model, limit feature j an angle: for a chain F = n,
@@ -33,67 +77,304 @@ class Model(eqx.Module):
     in the coordinates); an angle follows it to second order (:meth:`angle_rates`).
     """
 
-    topology: ClassVar[str]
+    W: jax.Array | None
+    offset: jax.Array | None
+    m: jax.Array
+    bodies: Bodies | None
+    g: jax.Array
+    dist: eqx.Module
+    coin: eqx.Module
+    line: eqx.Module
+    drivers: tuple
+    on: jax.Array | None
+    guided: jax.Array
+    slider: jax.Array
+    s: jax.Array
+    c: jax.Array
+    spring_idx: jax.Array
+    spring_k: jax.Array
+    spring_L0: jax.Array
+    spring_c: jax.Array
+    motor_idx: jax.Array
+    damper_idx: jax.Array
+    damper_c: jax.Array
+    k_v: jax.Array | None
+    limit_idx: jax.Array
+    limit_lo: jax.Array
+    limit_hi: jax.Array
+    topology: str = eqx.field(static=True)
+    point_names: tuple = eqx.field(static=True, default=())
+    row_names: tuple = eqx.field(static=True, default=())
+    joint_rows: tuple = eqx.field(static=True, default=())   # ((name, (first_row, n_rows)), ...)
+    limit_names: tuple = eqx.field(static=True, default=())
+    nominal_rank: int = eqx.field(static=True, default=-1)
+
+    # -- sizes and a chain's names ---------------------------------------------------------------------------------
+    @property
+    def n(self) -> int:
+        """N, the number of coordinate points (a chain's points)."""
+        return self.m.shape[0] if self.W is None else self.W.shape[1] // 2
 
     @property
-    @abc.abstractmethod
+    def n_points(self) -> int:
+        """P, the number of points (ground and attached points included)."""
+        return self.m.shape[0]
+
+    @property
+    def n_rows(self):
+        return self.on.shape[0]
+
+    @property
     def dtype(self):
-        """The floating-point dtype of the model's arrays."""
+        return self.m.dtype
 
-    @abc.abstractmethod
+    @property
+    def l(self):
+        """The distance rows' lengths: a chain's rod lengths (n-1,)."""
+        return self.dist.L
+
+    @property
+    def k_omega(self):
+        """A chain's joint viscous damping (n,): torque -k_omega_i omega_i^z at joint i (seed 000 §4.3)."""
+        return self.damper_c
+
+    @property
+    def has_links(self) -> bool:
+        """Whether a chain's links carry distributed mass (decides the recursion at trace time)."""
+        return self.bodies is not None
+
+    @property
+    def link_mass(self):
+        return None if self.bodies is None else self.bodies.mass
+
+    @property
+    def link_com(self):
+        return None if self.bodies is None else self.bodies.com
+
+    @property
+    def link_inertia(self):
+        return None if self.bodies is None else self.bodies.inertia
+
+    @property
+    def slider_mask(self):
+        """Points that move on a fixed line and are not guided."""
+        return self.slider & ~self.guided
+
+    @property
+    def rod_on(self):
+        """A chain's rods that are constraints (n-1,): a rod between two guided points is switched off, their
+        prescribed accelerations win (seed §6.1)."""
+        return ~(self.guided[:-1] & self.guided[1:])
+
+    # -- points, mass and forces -----------------------------------------------------------------------------------
+    def points(self, q):
+        """All points (P, 2) for the flat coordinates q (2N,)."""
+        return q.reshape(-1, 2) if self.W is None else (self.W @ q + self.offset).reshape(-1, 2)
+
+    def point(self, name, q):
+        return self.points(q)[self.point_names.index(name)]
+
+    def _to_coordinates(self, F):
+        """W^T F: point forces (2P,) as generalized forces (2N,)."""
+        return F if self.W is None else self.W.T @ F
+
+    def _point_mass_matrix(self):
+        """M_pts (2P, 2P): the point masses' and the bodies' blocks on the P points."""
+        from .inertia import link_mass_blocks
+
+        P, dtype = self.m.shape[0], self.m.dtype
+        k = jnp.arange(P)
+        Mp = jnp.zeros((P, P, 2, 2), dtype).at[k, k].add(self.m[:, None, None] * jnp.eye(2, dtype=dtype))
+        b = self.bodies
+        if b is not None:
+            L = self.dist.L[: b.i.shape[0]] if b.L is None else b.L
+            M11, M12, M22 = link_mass_blocks(b.mass, b.com, b.inertia, L)
+            Mp = Mp.at[b.i, b.i].add(M11).at[b.i, b.j].add(M12).at[b.j, b.i].add(M12.swapaxes(-1, -2))
+            Mp = Mp.at[b.j, b.j].add(M22)
+        return Mp.transpose(0, 2, 1, 3).reshape(2 * P, 2 * P)
+
+    @property
+    def M(self):
+        """The constant mass matrix (2N, 2N) in q: W^T M_pts W."""
+        Mp = self._point_mass_matrix()
+        return Mp if self.W is None else self.W.T @ Mp @ self.W
+
+    @property
+    def f_g(self):
+        """The generalized gravity forces (2N,): W^T M_pts (0, -g, 0, -g, ...)."""
+        down = jnp.zeros((self.m.shape[0], 2), self.dtype).at[:, 1].set(-self.g).reshape(-1)
+        return self._to_coordinates(self._point_mass_matrix() @ down)
+
+    def phi(self, q, t):
+        """Phi(q, t): the rows of ``dist``, ``coin``, ``line`` and the drivers (masked rows are 0); a mechanism's."""
+        P = self.points(q)
+        rows = [self.dist(P, t), self.coin(P, t), self.line(P, t)] + [d(P, t) for d in self.drivers]
+        return jnp.concatenate([r.astype(q.dtype) for r in rows]) * self.on
+
+    def applied_forces(self, q, qd, t, tau=None, F=None):
+        """Q(q, q_d, t): gravity + springs/dampers + motor torques tau (n_motors,) + rotational dampers + drag + point
+        forces F (P, 2)."""
+        from .forces import _speed
+
+        n_m, P = self.motor_idx.shape[0], self.n_points
+        if tau is not None and jnp.shape(tau) != (n_m,):
+            raise ValueError(f"Model: tau must hold one torque per motor, shape (n_motors,) = ({n_m},) (motors in "
+                             f"the order of creation), got shape {jnp.shape(tau)}")
+        if F is not None and jnp.shape(F) != (P, 2):
+            raise ValueError(f"Model: F must hold one force per point, shape (P, 2) = ({P}, 2) (points in the order "
+                             f"of point_names), got shape {jnp.shape(F)}")
+        Q = self.f_g
+        si = self.spring_idx
+        if si.shape[0]:
+            def length(q_):
+                p = self.points(q_)
+                d = p[si[:, 1]] - p[si[:, 0]]
+                return jnp.sqrt(jnp.sum(d * d, -1))
+            ell, ell_dot = jax.jvp(length, (q,), (qd,))
+            tension = self.spring_k * (ell - self.spring_L0) + self.spring_c * ell_dot
+            Q = Q - jax.vjp(length, q)[1](tension)[0]
+        if tau is not None and n_m:
+            Q = Q + jax.grad(lambda q_: jnp.sum(jnp.asarray(tau) * self.motor_angles(q_)))(q)
+        if self.damper_idx.shape[0]:
+            def angles(q_):
+                return relative_angles(self.points(q_), self.damper_idx)
+            omega = jax.jvp(angles, (q,), (qd,))[1]
+            Q = Q + jax.vjp(angles, q)[1](-self.damper_c * omega)[0]
+        if self.k_v is not None or F is not None:
+            F_P = jnp.zeros((P, 2), q.dtype) if F is None else jnp.asarray(F, q.dtype)
+            if self.k_v is not None:
+                v = self.points(qd) if self.W is None else (self.W @ qd).reshape(-1, 2)
+                F_P = F_P - self.k_v[:, None] * v * _speed(v[:, 0], v[:, 1])[:, None]
+            Q = Q + self._to_coordinates(F_P.reshape(-1))
+        return Q
+
+    def motor_angles(self, q):
+        """Relative angle of each motor: angle(k->l) - angle(i->j) (atan2 of the cross/dot pair, in (-pi, pi])."""
+        return relative_angles(self.points(q), self.motor_idx)
+
+    def limit_angles(self, q):
+        """Relative angle of each angle stop (L,), as :meth:`motor_angles`, in (-pi, pi]."""
+        return relative_angles(self.points(q), self.limit_idx)
+
+    def energy(self, state):
+        """Kinetic + gravitational + spring potential energy (conserved without dampers, drag, motors, drivers and
+        guided motion) at ``state``, or along a trajectory (leading axes)."""
+        if self.topology == PATH:
+            from .forces import path_energy
+            return path_energy(self, state)
+        lead = state.x.shape[:-2]
+        q, qd = state.x.reshape(lead + (-1,)), state.v.reshape(lead + (-1,))
+        E = 0.5 * jnp.einsum("...i,ij,...j->...", qd, self.M, qd) - q @ self.f_g
+        if self.spring_idx.shape[0]:
+            P = (q @ self.W.T + self.offset).reshape(lead + (-1, 2))
+            d = P[..., self.spring_idx[:, 1], :] - P[..., self.spring_idx[:, 0], :]
+            E = E + 0.5 * jnp.sum(self.spring_k * (jnp.sqrt(jnp.sum(d * d, -1)) - self.spring_L0) ** 2, -1)
+        return E
+
+    # -- what the entry points ask ---------------------------------------------------------------------------------
     def default_solver(self):
-        """The solver used where none is given."""
+        """The solver used where none is given: the seed-000 recursion on a path, dense KKT otherwise."""
+        if self.topology == PATH:
+            from .._solvers.recursive_solver import Recursive
+            return Recursive()
+        from .._solvers.dense import KKT
+        return KKT()
 
-    @abc.abstractmethod
     def check_inputs(self, state, control, who: str, steps: bool = False):
         """TypeError / ValueError at trace time unless ``state`` (may be None) and ``control`` (a Control, with a
         leading time axis if ``steps``; anything else is a policy or None and skipped) fit the model."""
+        from .chain import check_path_inputs
+        from .mechanism import check_general_inputs
+        (check_path_inputs if self.topology == PATH else check_general_inputs)(self, state, control, who, steps)
 
-    @abc.abstractmethod
     def zero_control(self, dtype):
-        """The control of no input (one step), every field an array (the event rollout caches it)."""
+        """The control of no input (one step), every field an array (the event rollout caches it): zero torques (one
+        per motor), point forces (one per point) and prescribed accelerations."""
+        from .chain import Control
+        return Control(tau=jnp.zeros((self.motor_idx.shape[0],), dtype), F=jnp.zeros((self.n_points, 2), dtype))
 
-    @abc.abstractmethod
     def length_scale(self):
-        """A length of the model (its longest rod or body; 1 without), for tolerances."""
+        """A length of the model (its longest distance row; 1 without), for tolerances."""
+        return jnp.max(self.dist.L, initial=1.0)
 
-    @abc.abstractmethod
     def weight(self):
         """A force scale of the model (its weight), for round-off thresholds of forces."""
+        if self.topology == PATH:
+            return jnp.sum(self.m) * jnp.maximum(self.g, 1.0)  # (g >= 1: the mass scale without gravity)
+        # f_g sums every point's gravity: its y components add up to -m g; without gravity, the mass scale
+        return jnp.maximum(jnp.abs(jnp.sum(self.f_g[1::2])), jnp.trace(self.M) / 2)
 
     # -- features (class docstring) ----------------------------------------------------------------------------------
     @property
-    @abc.abstractmethod
     def n_features(self) -> int:
-        """F: the length of an event state's masks."""
+        """F = max(P, L, 1): the points and the angle stops (a chain's joints), padded to a common length."""
+        return max(self.n_points, self.limit_idx.shape[0], 1)
 
-    @abc.abstractmethod
     def contact_points(self, x):
         """The contact features' positions (F, 2) at the coordinate points x (N, 2)."""
+        return pad(self.points(x.reshape(-1)), self.n_features)
 
-    @abc.abstractmethod
     def contact_rates(self, v):
         """The contact features' velocities (F, 2) (or their accelerations, for accelerations: the map is linear)."""
+        return pad(v.reshape(-1, 2) if self.W is None else (self.W @ v.reshape(-1)).reshape(-1, 2), self.n_features)
 
-    @abc.abstractmethod
     def free_contacts(self, contact, stuck):
-        """The contact features that may touch an obstacle now: marked in ``contact`` (F,), not ``stuck``."""
+        """The contact features that may touch an obstacle now: marked in ``contact`` (F,), not guided, not
+        ``stuck``."""
+        return contact & ~pad(self.guided, self.n_features) & ~stuck
 
-    @abc.abstractmethod
     def feature_angles(self, x, ref=None):
         """The limit features' angles (F,) in (-pi, pi], or on the branch within pi of ``ref`` (an angle's continuous
         value, carried from quantum to quantum)."""
+        from .geometry import wrap_angle, wrapped_joint_angles
+        if self.topology == PATH:
+            return wrapped_joint_angles(x, ref)
+        theta = pad(self.limit_angles(x.reshape(-1)), self.n_features)
+        return theta if ref is None else ref + wrap_angle(theta - ref)
 
-    @abc.abstractmethod
     def angle_rates(self, x, v, a=None):
         """The limit features' angular velocities omega (F,) and, with ``a``, their angular accelerations alpha (F,):
         d theta / dt and d^2 theta / dt^2 along x(s) = x + s v + s^2 a / 2 at s = 0."""
+        if self.topology == PATH:
+            from .chain import State
+            from .geometry import joint_accelerations, joint_velocities
+            st = State(x, v)
+            return joint_velocities(st) if a is None else (joint_velocities(st), joint_accelerations(st, a))
+
+        def rate(q, qd):
+            return jax.jvp(self.limit_angles, (q,), (qd,))[1]
+
+        q, qd, F = x.reshape(-1), v.reshape(-1), self.n_features
+        if a is None:
+            return pad(rate(q, qd), F)
+        omega, alpha = jax.jvp(rate, (q, qd), (qd, a.reshape(-1)))
+        return pad(omega, F), pad(alpha, F)
+
+
+def relative_angles(P, idx):
+    """angle(P[k] -> P[l]) - angle(P[i] -> P[j]) for each index quadruple (i, j, k, l) of ``idx``; indices -2 and -1
+    are the world frame's points (0, 0) and (1, 0)."""
+    P = jnp.concatenate([P, jnp.asarray([[0.0, 0.0], [1.0, 0.0]], P.dtype)])
+    u, v = P[idx[:, 1]] - P[idx[:, 0]], P[idx[:, 3]] - P[idx[:, 2]]
+    return jnp.arctan2(u[:, 0] * v[:, 1] - u[:, 1] * v[:, 0], jnp.sum(u * v, -1))
+
+
+def pad(y, F):
+    """``y`` padded with zeros to F entries along its first axis (the features beyond a mechanism's points or stops)."""
+    return jnp.concatenate([y, jnp.zeros((F - y.shape[0],) + y.shape[1:], y.dtype)])
+
+
+def energy(model, state):
+    """The total energy of ``model`` at ``state`` (a chain's or a mechanism's; a trajectory gives one per step):
+    kinetic plus gravitational and spring potential energy, conserved without damping, drag, torques, drivers and
+    guided motion."""
+    return check_model(model, "energy").energy(state)
 
 
 def check_model(model, who: str):
     """``model``, after a TypeError naming it unless it is a :class:`Model`."""
     if not isinstance(model, Model):
         from .checks import describe
-        raise TypeError(f"{who}: model must be a diffchain model (a Chain, pendulum(...), ..., or a Mechanism from "
+        raise TypeError(f"{who}: model must be a diffchain model (a Chain, pendulum(...), ..., or a mechanism from "
                         f"MechanismBuilder), got {describe(model)}")
     return model

@@ -36,7 +36,6 @@ import jax.numpy as jnp
 
 from .._model.forces import external_forces
 from .._model.geometry import links_c
-from .._model.inertia import mass_matrix
 from .integrators import RK4, Integrator
 from .._model.chain import Chain, State
 from .._model.checks import compiled
@@ -62,7 +61,7 @@ def _operator(chain: Chain, x, solver: Solver):
     sx, sy = chain.s[:, 0], chain.s[:, 1]
     if not solver.chains_only:
         J, _, mask = constraint_jacobian(chain, State(x), jnp.zeros_like(x))
-        M = mass_matrix(chain)
+        M = chain.M
         K = jnp.block([[M, J.T], [J, jnp.diag(jnp.where(mask, 0.0, 1.0).astype(J.dtype))]])
 
         def solve(fx, fy, c_rod, c1, c2):

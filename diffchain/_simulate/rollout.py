@@ -40,8 +40,8 @@ class Backend(eqx.Module):
 @compiled
 def step(model, state: State, control: Control, dt, *, solver: Solver | None = None,
          integrator: Integrator = Projected(), check: bool = True) -> State:
-    """One time quantum of length ``dt``: the functional ``step(model, state, control) -> state`` of a :class:`Chain`
-    or a :class:`Mechanism` (its control: the motor torques, ``Control(tau=(n_motors,))``); ``solver`` as for
+    """One time quantum of length ``dt``: the functional ``step(model, state, control) -> state`` of a :func:`Chain`
+    or a mechanism (its control: the motor torques, ``Control(tau=(n_motors,))``); ``solver`` as for
     :func:`rollout`.
 
     Arguments of the wrong type or shape raise at trace time. ``check=True`` also checks that ``dt`` is finite and > 0
@@ -166,7 +166,7 @@ def check_controls(chain, controls, n_steps, who):
 def _check_dtypes(chain, state, controls, who):
     arrays = [jnp.zeros((), chain.dtype), state.x] + ([controls.tau] if isinstance(controls, Control) else [])
     if jnp.result_type(*arrays) != state.x.dtype:
-        raise TypeError(f"{who}: the state is {state.x.dtype} but the {type(chain).__name__.lower()} is {chain.dtype}"
+        raise TypeError(f"{who}: the state is {state.x.dtype} but the {'chain' if chain.topology == PATH else 'mechanism'} is {chain.dtype}"
                         + (f" and the controls {controls.tau.dtype}" if isinstance(controls, Control) else "")
                         + ": the steps would promote the state; build them in one dtype")
 
@@ -175,7 +175,7 @@ def _check_dtypes(chain, state, controls, who):
 def rollout(model, state: State, controls, dt, *, n_steps: int | None = None, solver: Solver | None = None,
             integrator: Integrator = Projected(), checkpoint: int | None = None, check: bool = True,
             backend: Backend | None = None):
-    """Simulate a :class:`Model` (a :class:`Chain` or a :class:`Mechanism`) from ``state``; returns (final state, trajectory of the
+    """Simulate a :class:`Model` (a chain or a mechanism) from ``state``; returns (final state, trajectory of the
     states after each step, stacked on axis 0).
 
     ``solver`` defaults to :class:`~diffchain.Recursive` for a chain and :class:`~diffchain.KKT` for a mechanism

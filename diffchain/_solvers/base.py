@@ -32,7 +32,6 @@ from .._constraints.held import _active_mask, active_terms, joint_rows
 from .._model.chain import Chain, Control, State
 from .._model.checks import describe
 from .._model.forces import external_forces
-from .._model.inertia import mass_matrix
 from .._model.model import PATH
 from .rank import Info
 
@@ -102,4 +101,4 @@ def chain_system(chain: Chain, state: State, control: Control, active=None, alph
         J = jnp.concatenate([J, G * active[:, None]])
         gamma = jnp.concatenate([gamma, jnp.where(active, rhs, 0.0)])
         on = jnp.concatenate([on, active])
-    return mass_matrix(chain), external_forces(chain, state, control).reshape(-1), J, gamma, on
+    return chain.M, external_forces(chain, state, control).reshape(-1), J, gamma, on

@@ -46,7 +46,7 @@ def lagrange_terms(kinetic, potential, q, qd, Q_extra=None):
 
 
 def mechanism_terms(mech, state: State, tau=None, F=None, stab=None):
-    """(M, Q, J, gamma, on) of a Mechanism at ``state`` (x = coordinate points (N, 2))."""
+    """(M, Q, J, gamma, on) of a mechanism at ``state`` (x = coordinate points (N, 2))."""
     q, qd = state.x.reshape(-1), state.v.reshape(-1)
     J, gamma = constraint_terms(mech.phi, q, qd, state.t, stab)
     Q = mech.applied_forces(q, qd, state.t, tau, F)

@@ -90,8 +90,7 @@ class PointMajor(Backend):
             leaves = [(path, a, b) for (path, a), b in zip(jax.tree_util.tree_flatten_with_path(args)[0],
                                                            jax.tree.leaves(in_batched)) if _inexact(a)]
             # (group, field): the chain's and the state's fields, the open-loop inputs' or the policy's argument index
-            keys = [(("chain", "state", "inputs")[path[0].idx], getattr(path[1], "name", getattr(path[1], "idx", None)))
-                    for path, _, _ in leaves]
+            keys = [_key(path) for path, _, _ in leaves]
             want = {k for k, w in zip(keys, wanted) if w}  # the adjoint computes only the cotangents asked for
 
             def fast(args, res, cts, kind):
@@ -114,6 +113,19 @@ class PointMajor(Backend):
 
         reverse = (run_starts, functools.partial(batched, with_starts=True), one_vjp, batched_vjp)
         return batch_form(run_inputs, batched, run_inputs, reverse=reverse)(chain, state, inputs)
+
+
+# a chain's arrays with a cotangent in the point-major adjoint: their paths in the model, their names there
+CHAIN_LEAVES = {"m": "m", "dist.L": "l", "g": "g", "damper_c": "k_omega", "k_v": "k_v", "s": "s", "c": "c"}
+
+
+def _key(path):
+    """(group, name) of an argument's leaf: the chain's arrays by their names in the adjoint (CHAIN_LEAVES; None for
+    the model's other arrays, whose cotangents are 0), the state's fields, the inputs' fields or argument indices."""
+    group = ("chain", "state", "inputs")[path[0].idx]
+    names = [str(getattr(p, "name", getattr(p, "idx", None))) for p in path[1:]]
+    return (group, CHAIN_LEAVES.get(".".join(names))) if group == "chain" else (group, getattr(
+        path[1], "name", getattr(path[1], "idx", None)))
 
 
 def _inexact(a):

@@ -2,7 +2,7 @@
 classic mechanisms (:func:`four_bar`).
 
 Every object has
-* a builder ``<object>(**params) -> Benchmark``: the :class:`~diffchain.Chain` plus the maps between the seed's
+* a builder ``<object>(**params) -> Benchmark``: the :func:`~diffchain.Chain` plus the maps between the seed's
   generalized coordinates q (angles from the upright / from the horizontal, cart position) and inputs u (torques,
   cart force with gain, friction) and diffchain's Cartesian :class:`State` / :class:`Control`;
 * a closed form ``<object>_closed_form(q, qd, u, ...) -> qdd``: the seed's equations written out literally

@@ -10,7 +10,6 @@ import jax.numpy as jnp
 from .._model.forces import external_forces
 from .._model.geometry import (from_joint_angles, joint_accelerations, joint_angles, joint_velocities, link_angles,
                        link_angular_velocities)
-from .._model.inertia import mass_matrix
 from .._model.chain import Chain, Control, State
 from .._solvers.forward import forward_dynamics
 from .._solvers.recursive_solver import Recursive
@@ -106,5 +105,5 @@ def _cart_chain(m_cart, L, mass, com, inertia, k_omega=0.0, g=9.81) -> Chain:
 def rail_normal_force(chain: Chain, state: State, control: Control, a):
     """Vertical force of the rail on the cart, N_c = sum over the points of (M a - F^e)_y: rods and joint torques
     are internal, so the y-components of all constraint forces sum to the rail's reaction (pins: none here)."""
-    r = (mass_matrix(chain) @ a.reshape(-1)).reshape(-1, 2) - external_forces(chain, state, control)
+    r = (chain.M @ a.reshape(-1)).reshape(-1, 2) - external_forces(chain, state, control)
     return jnp.sum(r[:, 1])

@@ -505,3 +505,15 @@ def test_bad_event_input_is_refused():
     below = dc.from_joint_angles(chain, jnp.array([-0.5, 0.0]), base=(0.0, 0.1))
     with pytest.raises(Exception, match="must start on or above its obstacle lines"):
         eqx.filter_jit(dc.check_event_state)(chain, dc.Events(chain.n, ground=0.0), dc.EventState(below))
+
+
+def test_event_step_without_input_is_a_zero_control():
+    """event_step(..., None, dt), as event_rollout takes None: the quantum of a zero control (it raised before)."""
+    chain = dc.free_chain(3, mass=1.0, length=0.3)
+    events = dc.Events(chain, ground=0.0)
+    es = dc.EventState(dc.from_joint_angles(chain, jnp.array([-0.8, 0.3, 0.0]), base=(0.0, 0.6)))  # 0.1 m up
+    none, _ = dc.event_step(chain, events, es, None, 1e-3)
+    zero, _ = dc.event_step(chain, events, es, dc.Control(tau=jnp.zeros(4)), 1e-3)
+    np.testing.assert_allclose(none.state.x, zero.state.x, rtol=1e-14, atol=1e-15)
+    np.testing.assert_allclose(none.state.v, zero.state.v, rtol=1e-14, atol=1e-13)   # (round-off of the solve)
+    np.testing.assert_allclose(none.state.v[:, 1], -9.81e-3, rtol=1e-12)  # it falls freely for 1 ms

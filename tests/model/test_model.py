@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import diffchain as dc
+from diffchain import systems
 from diffchain._model import forces as _forces
 
 
@@ -272,3 +273,32 @@ def test_scalar_joint_damping_dissipates_exactly_at_the_joints():
     dE = float(jnp.sum(chain.m[:, None] * state.v * a) + chain.g * jnp.sum(chain.m * state.v[:, 1]))
     omega = dc.joint_velocities(state)
     np.testing.assert_allclose(dE, -0.1 * float(jnp.sum(omega[:-1] ** 2)), rtol=1e-12)
+
+
+def test_chains_and_mechanisms_are_one_model():
+    """A chain and a mechanism are the same pytree type, dc.Model; a chain's arrays are its catalogue kinds (rods as
+    distance rows, links as bodies, joint torques and damping as a motor and a damper at every joint), so the general
+    model's mass matrix, gravity and energy, applied to a chain with rigid links, equal the chain's own formulas."""
+    chain = dc.pendulum(3, mass=[1.0, 2.0, 0.5], length=[1.0, 0.6, 0.8], k_omega=0.2, k_v=0.3, link_mass=[0.3, 0.5, 0.2],
+                        link_com=[[0.4, 0.1], [0.3, -0.05], [0.5, 0.0]], link_inertia=[0.02, 0.01, 0.03])
+    mech, mstart = systems.four_bar()
+    assert type(chain) is type(mech) is dc.Model and (chain.topology, mech.topology) == ("path", "general")
+    assert chain.l is chain.dist.L and chain.k_omega is chain.damper_c and chain.link_mass is chain.bodies.mass
+    np.testing.assert_array_equal(chain.motor_idx, [[-2, -1, 0, 1], [0, 1, 1, 2], [1, 2, 2, 3], [2, 3, -2, -1]])
+    state = dc.from_joint_angles(chain, [0.4, -0.3, 1.1], [0.5, -1.0, 2.0])
+    traj = dc.rollout(chain, state, None, 1e-3, n_steps=20)[1]
+    general = dataclasses.replace(chain, topology="general")     # the general model's formulas on the same arrays
+    for s in (state, traj):
+        np.testing.assert_allclose(general.energy(s), dc.energy(chain, s), rtol=1e-13)
+    # M a = F^e + J^T lambda: the chain's external forces, links' weight included, are the general gravity forces
+    F = _forces.external_forces(chain, dc.State(state.x, 0 * state.v), dc.Control(tau=jnp.zeros(4)))
+    np.testing.assert_allclose(chain.f_g, F.reshape(-1), rtol=1e-13, atol=1e-13)
+    # and the motors', dampers' and drag's generalized forces are the chain's torques, damping and drag
+    tau = jnp.array([0.3, -0.2, 0.5, 0.1])
+    F = _forces.external_forces(chain, state, dc.Control(tau=tau))
+    Q = general.applied_forces(state.x.reshape(-1), state.v.reshape(-1), 0.0, tau)
+    np.testing.assert_allclose(Q, F.reshape(-1), rtol=1e-12, atol=1e-12)
+    # a mechanism's energy takes a trajectory too
+    mtraj = dc.rollout(mech, mstart, None, 1e-3, n_steps=5)[1]
+    np.testing.assert_allclose(dc.energy(mech, mtraj), [mech.energy(jax.tree.map(lambda a: a[k], mtraj))
+                                                        for k in range(5)], rtol=1e-13)

@@ -250,7 +250,7 @@ CASES = [
     ("mechanism n_steps", lambda dt: mech_roll(dt=dt, n_steps=-2), (sc(DT),), ValueError,
      "rollout: n_steps must be an int >= 0", S),
     ("rollout model", lambda dt: dc.rollout({"m": CHAIN.m}, S0, None, dt, n_steps=1)[0].x, (sc(DT),), TypeError,
-     r"rollout: model must be a diffchain model \(a Chain, pendulum\(...\), ..., or a Mechanism from "
+     r"rollout: model must be a diffchain model \(a Chain, pendulum\(...\), ..., or a mechanism from "
      r"MechanismBuilder\), got \{'m'", T),
     ("forward_dynamics mechanism held", lambda x: dc.forward_dynamics(MECH, dc.State(x), held=jnp.ones(3, bool)),
      (MS0.x,), ValueError, r"forward_dynamics: held joints \(seed 000 Part II\) are a chain's", T),

@@ -1,6 +1,6 @@
 """Seed 001 Fig. 8.3 built with the MechanismBuilder in natural coordinates (cylinder and piston bodies, a prismatic
 joint, a revolute loop joint with its reaction, motors) against the joint-space model of test_mechanism_loops;
-spring and damper power balance; motor inverse dynamics on a Mechanism."""
+spring and damper power balance; motor inverse dynamics on a mechanism."""
 import equinox as eqx
 import jax
 import pytest
@@ -77,7 +77,7 @@ def test_fig83_natural_coordinates_match_joint_space_and_loop_reaction():
         assert int(info.mobility) == 2 and int(info.status) == 0
         np.testing.assert_allclose(acc, a, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(F5[mech.point_names.index("P")], lam, rtol=1e-8, atol=1e-8)
-    # motor inverse dynamics (seed 001 eq. 8.63 on the Mechanism): the torques that produce these accelerations
+    # motor inverse dynamics (seed 001 eq. 8.63 on the mechanism): the torques that produce these accelerations
     act = eqx.filter_jit(mechsim.mechanism_inverse_dynamics)(mech, state, a)
     assert int(act.kind) == mechsim.PROPER
     np.testing.assert_allclose(act.u, [t1, t4], rtol=1e-8)

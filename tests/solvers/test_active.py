@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 import diffchain as dc
-from diffchain._model import forces as _forces, geometry, inertia as _inertia
+from diffchain._model import forces as _forces, geometry
 from diffchain._constraints import chain as _constraints, held as held_rows
 from diffchain._solvers import recursive_held, recursive_solver as act
 from diffchain._xla import loops, small_chain
@@ -77,7 +77,7 @@ def kkt_condition(chain, state, control, active):
     G = np.asarray(held_rows.joint_rows(state.x)).reshape(n, 2 * n)
     J = np.vstack([np.asarray(J), G * active[:, None]])
     on = np.concatenate([np.asarray(on), active])
-    M = np.asarray(_inertia.mass_matrix(chain))
+    M = np.asarray(chain.M)
     return np.linalg.cond(np.block([[M, J.T], [J, np.diag(np.where(on, 0.0, 1.0))]]))
 
 

@@ -22,7 +22,7 @@ def hanging_chain(n, rng):
 def test_banded_closed_chain_equals_dense_kkt():
     """A chain of n masses pinned at both ends (a loop through the ground), solved by the sparse method (Banded):
     its accelerations and rod tensions under random point forces on the masses equal the dense KKT solve of the same
-    loop built as a Mechanism under the same forces (rods as
+    loop built as a mechanism under the same forces (rods as
     distance rows, the multipliers being the tensions on the constraints), and the chain's own dense KKT solve with
     the PD correction on and velocities off the constraints, values and gradients."""
     rng = np.random.default_rng(5)

@@ -1,5 +1,6 @@
-"""The constraint kinds of a mechanism in natural coordinates (seed 003): distance, coincidence, point on a line and
-drivers. Each is a small record; :class:`diffchain.MechanismBuilder` groups them into the vectorised rows of Phi(q, t).
+"""The position-level constraint kinds of a model in natural coordinates (seed 003): distance (a chain's rods, bodies'
+rigidity, massless rods), coincidence, point on a line and drivers. Each is a small record of vectorised rows;
+:class:`diffchain.MechanismBuilder` and :func:`diffchain.Chain` group them into a :class:`diffchain.Model`.
 """
 from __future__ import annotations
 
