@@ -204,7 +204,7 @@ def test_sdist_and_wheel_hold_what_they_should_and_the_sdist_tests_pass_installe
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     report = tmp_path / "report.xml"
     run = _run([python, "-c", code, "-n", "0", "-p", "no:cacheprovider", f"--junitxml={report}",
-                tests / "model" / "test_model.py", "-k", "not host_callbacks and not dalpha_dtau",
+                tests / "model" / "test_model.py", "-m", "not slow", "-k", "not host_callbacks and not dalpha_dtau",
                 f"{tests / 'solvers' / 'test_links.py'}::test_compound_pendulum",
                 f"{tests / 'package' / 'test_readme.py'}::test_public_api_is_what_the_readme_uses"],
                cwd=workdir, env=env)
