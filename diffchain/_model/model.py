@@ -60,8 +60,9 @@ class Model(eqx.Module):
     Constraints (each with its mask): ``dist`` distance rows (a chain's rods, rod i joining points i and i+1, lengths
     :attr:`l`), ``coin`` coincidences, ``line`` points on lines through two points, ``drivers`` (rows of f(t)) and
     ``on`` (the mask of these rows; None on a chain, whose rods are on unless both ends are guided); ``guided`` (P,)
-    points with a prescribed acceleration a^w (a chain's, seed 000 §6.1), ``slider`` (P,) points on the fixed lines
-    {x : s_i·x = c_i} (``s`` (P, 2) unit normals, ``c`` (P,) offsets; seed 000 §6.3).
+    points with a prescribed acceleration a^w (seed 000 §6.1), ``slider`` (P,) points on the fixed lines
+    {x : s_i·x = c_i} (``s`` (P, 2) unit normals, ``c`` (P,) offsets; seed 000 §6.3): a chain's kinds, which only the
+    path topology's solvers read (the mechanism builder sets none).
     Forces: springs (``spring_idx`` point pairs, stiffness, free length, damper), motors (``motor_idx`` index
     quadruples i, j, k, l: the torque acts on body k->l and, reacting, on body i->j; indices -2, -1 are the world
     frame's (0, 0), (1, 0)), rotational dampers (``damper_idx`` as the motors', ``damper_c``: torque -c times the
@@ -174,6 +175,10 @@ class Model(eqx.Module):
     def point(self, name, q):
         return self.points(q)[self.point_names.index(name)]
 
+    def point_velocities(self, qd):
+        """The points' velocities (P, 2) (or accelerations) for the coordinates' qd (2N,): W qd."""
+        return qd.reshape(-1, 2) if self.W is None else (self.W @ qd).reshape(-1, 2)
+
     def _to_coordinates(self, F):
         """W^T F: point forces (2P,) as generalized forces (2N,)."""
         return F if self.W is None else self.W.T @ F
@@ -243,7 +248,7 @@ class Model(eqx.Module):
         if self.k_v is not None or F is not None:
             F_P = jnp.zeros((P, 2), q.dtype) if F is None else jnp.asarray(F, q.dtype)
             if self.k_v is not None:
-                v = self.points(qd) if self.W is None else (self.W @ qd).reshape(-1, 2)
+                v = self.point_velocities(qd)
                 F_P = F_P - self.k_v[:, None] * v * _speed(v[:, 0], v[:, 1])[:, None]
             Q = Q + self._to_coordinates(F_P.reshape(-1))
         return Q
@@ -316,7 +321,7 @@ class Model(eqx.Module):
 
     def contact_rates(self, v):
         """The contact features' velocities (F, 2) (or their accelerations, for accelerations: the map is linear)."""
-        return pad(v.reshape(-1, 2) if self.W is None else (self.W @ v.reshape(-1)).reshape(-1, 2), self.n_features)
+        return pad(self.point_velocities(v.reshape(-1)), self.n_features)
 
     def free_contacts(self, contact, stuck):
         """The contact features that may touch an obstacle now: marked in ``contact`` (F,), not guided, not

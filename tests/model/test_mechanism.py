@@ -212,23 +212,47 @@ def test_larin_pendulum_cartesian():
         np.testing.assert_allclose(jnp.abs(B[:, 1]), np.abs([-p[1] / l, p[0] / l]), atol=1e-12)
 
 
-def test_open_chain_as_mechanism_matches_recursion():
-    rng = np.random.default_rng(1)
-    n = 4
+def pendulum_pair(seed, full=False):
+    """A random 4-link pendulum and the same pendulum drawn with the builder, a motor at every joint (and with
+    ``full``: rigid links, a rotational damper at every joint, drag on every point, and the terminal joint's motor,
+    which acts on the last link alone and reacts on the ground): (chain, state, tau, mechanism, its state)."""
+    rng = np.random.default_rng(seed)
+    n = 4                                                          # links; n + 1 points, point 0 pinned
     mass, length = rng.uniform(0.5, 2.0, n), rng.uniform(0.5, 1.5, n)
-    chain = dc.pendulum(n, mass=mass, length=length)
+    extra = {}
+    if full:
+        extra = dict(link_mass=rng.uniform(0.2, 1.0, n), link_inertia=rng.uniform(0.01, 0.1, n),
+                     link_com=rng.uniform(-0.3, 0.6, (n, 2)), k_omega=rng.uniform(0.1, 1.0, n + 1),
+                     k_v=rng.uniform(0.1, 1.0, n + 1))
+    chain = dc.pendulum(n, mass=mass, length=length, **extra)
     state = dc.from_joint_angles(chain, rng.uniform(-2, 2, n), rng.uniform(-2, 2, n))
-    tau = jnp.asarray(np.r_[rng.uniform(-1, 1, n), 0.0])
-    a_rec = jax.jit(lambda c, s, u: dc.forward_dynamics(c, s, u, solver=dc.Recursive()))(chain, state,
-                                                                                         dc.Control(tau=tau))
+    tau = jnp.asarray(rng.uniform(-1, 1, n + 1) if full else np.r_[rng.uniform(-1, 1, n), 0.0])
     mb = MechanismBuilder(g=float(chain.g))
     mb.ground("P0", np.asarray(state.x[0]))
     for k in range(1, n + 1):
         mb.point(f"P{k}", np.asarray(state.x[k]), mass=mass[k - 1])
-        mb.rod(f"link{k}", f"P{k - 1}", f"P{k}")
-        mb.motor(f"m{k}", "ground" if k == 1 else f"link{k - 1}", f"link{k}")
+        if full:
+            mb.body(f"link{k}", f"P{k - 1}", f"P{k}", mass=extra["link_mass"][k - 1], length=length[k - 1],
+                    inertia=extra["link_inertia"][k - 1], com=extra["link_com"][k - 1])
+            mb.drag(f"P{k}", extra["k_v"][k])
+        else:
+            mb.rod(f"link{k}", f"P{k - 1}", f"P{k}")
+    for j in range(n + 1 if full else n):                          # joint j: link j + 1 against link j
+        a, b = (f"link{j}" if j else "ground", f"link{j + 1}") if j < n else (f"link{n}", "ground")
+        mb.motor(f"m{j}", a, b)
+        if full:
+            mb.damper(f"d{j}", a, b, extra["k_omega"][j])
     mech, _ = mb.build()
-    s = dc.State(state.x[1:], state.v[1:], 0.0)
+    return chain, state, tau, mech, dc.State(state.x[1:], state.v[1:], 0.0)
+
+
+recursion = jax.jit(lambda c, s, u: dc.forward_dynamics(c, s, u, solver=dc.Recursive()))
+
+
+def test_open_chain_as_mechanism_matches_recursion():
+    chain, state, tau, mech, s = pendulum_pair(1)
+    n = mech.motor_idx.shape[0]
+    a_rec = recursion(chain, state, dc.Control(tau=tau))
     for a, _, _ in dyn_all(mech, s, tau[:n]):
         np.testing.assert_allclose(a, a_rec[1:], rtol=1e-10, atol=1e-10)
     # the one entry point, on either model (the mechanism's default solver, dense KKT)
@@ -242,29 +266,8 @@ def test_chain_forces_on_a_mechanism_match_the_recursion():
     """A pendulum with rigid links, a torque, joint damping and air drag at every joint and point, drawn as a mechanism
     (a motor and a rotational damper per joint, the terminal joint's against the ground; drag on every point): dense
     KKT on the mechanism and the seed-000 recursion on the chain give the same accelerations."""
-    rng = np.random.default_rng(7)
-    n = 4                                                          # links; n + 1 points, point 0 pinned
-    mass, length = rng.uniform(0.5, 2.0, n), rng.uniform(0.5, 1.5, n)
-    lm, li, com = rng.uniform(0.2, 1.0, n), rng.uniform(0.01, 0.1, n), rng.uniform(-0.3, 0.6, (n, 2))
-    k_omega, k_v, tau = rng.uniform(0.1, 1.0, n + 1), rng.uniform(0.1, 1.0, n + 1), rng.uniform(-1, 1, n + 1)
-    chain = dc.pendulum(n, mass=mass, length=length, k_omega=k_omega, k_v=k_v, link_mass=lm, link_com=com,
-                        link_inertia=li)
-    state = dc.from_joint_angles(chain, rng.uniform(-2, 2, n), rng.uniform(-2, 2, n))
-    a_rec = jax.jit(lambda c, s, u: dc.forward_dynamics(c, s, u, solver=dc.Recursive()))(chain, state,
-                                                                                         dc.Control(tau=tau))
-    mb = MechanismBuilder(g=float(chain.g))
-    mb.ground("P0", np.asarray(state.x[0]))
-    for k in range(1, n + 1):
-        mb.point(f"P{k}", np.asarray(state.x[k]), mass=mass[k - 1])
-        mb.body(f"L{k}", f"P{k - 1}", f"P{k}", mass=lm[k - 1], inertia=li[k - 1], com=com[k - 1], length=length[k - 1])
-        mb.drag(f"P{k}", k_v[k])
-    for j in range(n + 1):                                         # joint j: link j against link j - 1
-        # (the terminal joint's torque acts on link n alone: reacting on link n, acting on the ground)
-        a, b = (f"L{j}" if j else "ground", f"L{j + 1}") if j < n else (f"L{n}", "ground")
-        mb.motor(f"m{j}", a, b)
-        mb.damper(f"d{j}", a, b, k_omega[j])
-    mech, _ = mb.build()
-    s = dc.State(state.x[1:], state.v[1:], 0.0)
+    chain, state, tau, mech, s = pendulum_pair(7, full=True)
+    a_rec = recursion(chain, state, dc.Control(tau=tau))
     a_mech = jax.jit(dc.forward_dynamics)(mech, s, dc.Control(tau=tau))
     np.testing.assert_allclose(a_mech, a_rec[1:], rtol=1e-10, atol=1e-10)
     # and each kind matters: without the dampers and the drag the accelerations differ
