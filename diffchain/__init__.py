@@ -28,7 +28,7 @@ from ._events.rollout import event_rollout
 from ._analysis.diagnosis import Report, diagnose
 
 __all__ = [
-    # the models (a chain, a mechanism), their state and inputs
+    # the model (built as a chain or by MechanismBuilder), its state and inputs
     "Model", "Chain", "Control", "State", "cart_chain", "free_chain", "pendulum", "from_joint_angles", "joint_accelerations",
     "joint_angles", "joint_velocities", "link_angles", "energy",
     # forward dynamics: one solver interface, every solver on every model it applies to (seeds 000-004)
