@@ -30,7 +30,8 @@ def _finite_pair(value, name):
 
 
 class MechanismBuilder:
-    """Build a mechanism (a :class:`Model`, ``topology = "general"``) the way an engineer draws it: points, bodies, joints, drivers, springs, motors.
+    """Build a mechanism (a :class:`Model`, ``topology = "general"``) the way an engineer draws it: points, bodies,
+    joints, drivers, springs, motors.
 
         mb = MechanismBuilder()
         O, A = mb.ground("O", (0, 0)), mb.ground("A", (4, 0))
@@ -254,7 +255,8 @@ class MechanismBuilder:
         return W.reshape(2 * P, 2 * N), c.reshape(-1)
 
     def build(self, dtype=jnp.float64):
-        """(the mechanism, a :class:`Model`; its State at the drawn positions, at rest). Raises ValueError for inconsistent input."""
+        """(the mechanism, a :class:`Model`; its State at the drawn positions, at rest). Raises ValueError for
+        inconsistent input."""
         if self._nc == 0:
             raise ValueError("MechanismBuilder: the mechanism has no moving point")
         W, c = self._affine()

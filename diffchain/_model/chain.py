@@ -50,10 +50,12 @@ def Chain(m, l, *, guided=None, slider=None, s=None, c=None, k_omega=0.0, k_v=0.
     """
     m = jnp.asarray(m)
     m = m.astype(jnp.result_type(float, m.dtype))
-    _require(m.ndim == 1 and m.shape[0] >= 1, f"Chain: masses m must be a 1-D array of n >= 1 point masses, got shape {m.shape}")
+    _require(m.ndim == 1 and m.shape[0] >= 1,
+             f"Chain: masses m must be a 1-D array of n >= 1 point masses, got shape {m.shape}")
     n, dtype = m.shape[0], m.dtype
     l = jnp.asarray(l, dtype)
-    _require(l.shape == (n - 1,), f"Chain: lengths l must have shape (n-1,) = ({n - 1},) for n = {n} points, got {l.shape}")
+    _require(l.shape == (n - 1,),
+             f"Chain: lengths l must have shape (n-1,) = ({n - 1},) for n = {n} points, got {l.shape}")
     a = {"m": m, "l": l}
     a["s"] = _per_point_or_one(s if s is not None else [0.0, 1.0], (n, 2), dtype, "Chain: s (slider normals)")
     a["c"] = _per_point_or_one(0.0 if c is None else c, (n,), dtype, "Chain: c (slider offsets)")

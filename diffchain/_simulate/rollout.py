@@ -166,7 +166,8 @@ def check_controls(chain, controls, n_steps, who):
 def _check_dtypes(chain, state, controls, who):
     arrays = [jnp.zeros((), chain.dtype), state.x] + ([controls.tau] if isinstance(controls, Control) else [])
     if jnp.result_type(*arrays) != state.x.dtype:
-        raise TypeError(f"{who}: the state is {state.x.dtype} but the {'chain' if chain.topology == PATH else 'mechanism'} is {chain.dtype}"
+        kind = "chain" if chain.topology == PATH else "mechanism"
+        raise TypeError(f"{who}: the state is {state.x.dtype} but the {kind} is {chain.dtype}"
                         + (f" and the controls {controls.tau.dtype}" if isinstance(controls, Control) else "")
                         + ": the steps would promote the state; build them in one dtype")
 
