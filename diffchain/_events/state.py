@@ -13,6 +13,7 @@ from .._model.geometry import wrapped_joint_angles
 from .._model.model import GENERAL, Model
 from .._model.chain import Chain, Control, State
 from .._model.checks import _concrete, _require, runtime_checks
+from .._model.host import array, xp
 from .._model.geometry import wrap_angle
 
 
@@ -62,27 +63,28 @@ class Events(eqx.Module):
             n, contact, *stops = _mechanism_features(n, contact, theta_min, theta_max, dt)
         elif isinstance(n, Model):
             n = n.n_features
+        np_ = xp(ground, lines, contact, theta_min, theta_max)  # (known values: built on the host, :mod:`host`)
         z0, z = [], []
         if ground is not None:
-            z0.append(jnp.asarray([[0.0, ground]], dt))
-            z.append(jnp.asarray([[0.0, 1.0]], dt))
+            z0.append(np_.asarray([[0.0, ground]], dt))
+            z.append(np_.asarray([[0.0, 1.0]], dt))
         if lines is not None:
-            z0.append(jnp.reshape(jnp.asarray(lines[0], dt), (-1, 2)))
-            z.append(jnp.reshape(jnp.asarray(lines[1], dt), (-1, 2)))
-        self.z0 = jnp.concatenate(z0) if z0 else jnp.zeros((0, 2), dt)
-        self.z = jnp.concatenate(z) if z else jnp.zeros((0, 2), dt)
-        self.contact = jnp.ones((n,), bool) if contact is None else jnp.asarray(contact, bool)
+            z0.append(np_.reshape(np_.asarray(lines[0], dt), (-1, 2)))
+            z.append(np_.reshape(np_.asarray(lines[1], dt), (-1, 2)))
+        self.z0 = array(np_.concatenate(z0) if z0 else np.zeros((0, 2)), dt)
+        self.z = array(np_.concatenate(z) if z else np.zeros((0, 2)), dt)
+        self.contact = array(np.ones((n,), bool) if contact is None else contact, bool)
+
         def full(v, fill, name):  # joints 1..n-1; joint n (minus the last link's absolute angle) has no limit
-            v = jnp.asarray(fill if v is None else v, dt)
+            v = np_.asarray(fill if v is None else v, dt)
             _require(v.ndim == 0 or v.shape == (n - 1,), f"Events: {name} must be a scalar or have one entry per "
                      f"link, shape (n-1,) = ({n - 1},) for n = {n} points (joint 1 against the world), got {v.shape}")
-            return jnp.concatenate([jnp.broadcast_to(v, (n - 1,)), jnp.full((1,), fill, dt)])
+            return array(np_.concatenate([np_.broadcast_to(v, (n - 1,)), np_.full((1,), fill, dt)]), dt)
 
-        self.theta_min, self.theta_max = stops or (full(theta_min, -jnp.inf, "theta_min"),
-                                                   full(theta_max, jnp.inf, "theta_max"))
-        self.threshold = jnp.asarray(threshold, dt)
-        self.chatter_count = jnp.asarray(chatter_count, dt)
-        self.chatter_window = jnp.asarray(chatter_window, dt)
+        self.theta_min, self.theta_max = stops or (full(theta_min, -np.inf, "theta_min"),
+                                                   full(theta_max, np.inf, "theta_max"))
+        self.threshold, self.chatter_count, self.chatter_window = (array(v, dt) for v in (threshold, chatter_count,
+                                                                                           chatter_window))
         self.max_depth, self.slots = int(max_depth), int(slots)
 
     def __check_init__(self):
@@ -122,8 +124,11 @@ def _mechanism_features(mech, contact, theta_min, theta_max, dt):
         mask = np.asarray(contact, bool)
         _require(mask.shape == (len(names),), f"Events: contact must be point names or one bool per point of the "
                  f"mechanism, shape ({len(names)},), got {mask.shape}")
-    pad = lambda v, fill: jnp.concatenate([jnp.asarray(v, dt), jnp.full((F - v.shape[0],), fill, dt)])  # noqa: E731
-    return F, pad(jnp.asarray(mask), False).astype(bool), pad(mech.limit_lo, -jnp.inf), pad(mech.limit_hi, jnp.inf)
+    def pad(v, fill, dtype=dt):
+        np_ = xp(v)
+        return array(np_.concatenate([np_.asarray(v, dtype), np_.full((F - v.shape[0],), fill, dtype)]))
+
+    return F, pad(mask, False, bool), pad(mech.limit_lo, -np.inf), pad(mech.limit_hi, np.inf)
 
 
 class EventState(eqx.Module):

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .chain import G, State
+from .host import array
 from .model import GENERAL, Bodies, Model
 from .._constraints.kinds import _R, Coincide, Distance, Driver, OnLine
 
@@ -262,9 +264,9 @@ class MechanismBuilder:
         W, c = self._affine()
         ia = lambda rows, k: np.asarray([r[k] for r in rows], int)  # noqa: E731
         fa = lambda rows, k: np.asarray([r[k] for r in rows], float)  # noqa: E731
-        dist = Distance(jnp.asarray(ia(self.dist, 0)), jnp.asarray(ia(self.dist, 1)), jnp.asarray(fa(self.dist, 2), dtype))
-        coin = Coincide(jnp.asarray(ia(self.coin, 0)), jnp.asarray(ia(self.coin, 1)))
-        line = OnLine(*(jnp.asarray(ia(self.line, k)) for k in range(3)), jnp.asarray(fa(self.line, 3), dtype))
+        dist = Distance(array(ia(self.dist, 0)), array(ia(self.dist, 1)), array(fa(self.dist, 2), dtype))
+        coin = Coincide(array(ia(self.coin, 0)), array(ia(self.coin, 1)))
+        line = OnLine(*(array(ia(self.line, k)) for k in range(3)), array(fa(self.line, 3), dtype))
         sizes = {"dist": 1, "coin": 2, "line": 1, "drv": 1}
         first = {"dist": 0, "coin": len(self.dist), "line": len(self.dist) + 2 * len(self.coin),
                  "drv": len(self.dist) + 2 * len(self.coin) + len(self.line)}
@@ -277,39 +279,44 @@ class MechanismBuilder:
         n_rows = len(row_names)
         sp = self.springs
         bd = self.bodies
-        bodies = Bodies(jnp.asarray(ia(bd, 1)), jnp.asarray(ia(bd, 2)), jnp.asarray(fa(bd, 3), dtype),
-                        jnp.asarray(np.asarray([b[4] for b in bd], float).reshape(-1, 2), dtype),
-                        jnp.asarray(fa(bd, 5), dtype), jnp.asarray(fa(bd, 6), dtype))
-        P, f = len(self.names), lambda v: jnp.asarray(v, dtype)  # noqa: E731
+        bodies = Bodies(array(ia(bd, 1)), array(ia(bd, 2)), array(fa(bd, 3), dtype),
+                        array(np.asarray([b[4] for b in bd], float).reshape(-1, 2), dtype),
+                        array(fa(bd, 5), dtype), array(fa(bd, 6), dtype))
+        P, f = len(self.names), lambda v: array(v, dtype)  # noqa: E731
         mech = Model(
             W=f(W), offset=f(c), m=f(self.mass), bodies=bodies, g=f(self.g), dist=dist, coin=coin, line=line,
-            drivers=tuple(self.drivers), on=jnp.ones((n_rows,), bool), guided=jnp.zeros((P,), bool),
-            slider=jnp.zeros((P,), bool), s=jnp.zeros((P, 2), dtype).at[:, 1].set(1.0), c=jnp.zeros((P,), dtype),
-            spring_idx=jnp.asarray(np.asarray([s[:2] for s in sp], int).reshape(-1, 2)),
+            drivers=tuple(self.drivers), on=array(np.ones((n_rows,), bool)), guided=array(np.zeros((P,), bool)),
+            slider=array(np.zeros((P,), bool)), s=f(np.tile([0.0, 1.0], (P, 1))), c=f(np.zeros((P,))),
+            spring_idx=array(np.asarray([s[:2] for s in sp], int).reshape(-1, 2)),
             spring_k=f(fa(sp, 2)), spring_L0=f(fa(sp, 3)), spring_c=f(fa(sp, 4)),
-            motor_idx=jnp.asarray(np.asarray(self.motors, int).reshape(-1, 4)),
-            damper_idx=jnp.asarray(np.asarray([d[:4] for d in self.dampers], int).reshape(-1, 4)),
+            motor_idx=array(np.asarray(self.motors, int).reshape(-1, 4)),
+            damper_idx=array(np.asarray([d[:4] for d in self.dampers], int).reshape(-1, 4)),
             damper_c=f(fa(self.dampers, 4)), k_v=f([self.k_v.get(k, 0.0) for k in range(P)]) if self.k_v else None,
-            limit_idx=jnp.asarray(np.asarray([lim[:4] for lim in self.limits], int).reshape(-1, 4)),
+            limit_idx=array(np.asarray([lim[:4] for lim in self.limits], int).reshape(-1, 4)),
             limit_lo=f(fa(self.limits, 4)), limit_hi=f(fa(self.limits, 5)), topology=GENERAL,
             point_names=tuple(self.names), row_names=tuple(row_names), joint_rows=tuple(joint_rows),
             limit_names=tuple(self.limit_names))
-        M = np.asarray(mech.M, float)
+        x0 = np.zeros((self._nc, 2))
+        for k, kind in enumerate(self.kind):
+            if kind[0] == "coord":
+                x0[kind[1]] = self.pos[k]
+        state = State(array(x0, dtype), array(np.zeros((self._nc, 2)), dtype), 0.0)
+        M, J = (np.asarray(v, float) for v in _mass_and_jacobian(mech, state))
         ev = np.linalg.eigvalsh(M)
         if ev[0] <= 1e-12 * max(ev[-1], 1e-300):
             massless = [self.names[k] for k, kd in enumerate(self.kind) if kd[0] == "coord"
                         and np.allclose(M[2 * kd[1]:2 * kd[1] + 2], 0)]
             raise ValueError("MechanismBuilder: the mass matrix is singular: every moving point needs mass "
                              f"(a point mass or a body with mass and inertia); massless points: {massless}")
-        x0 = np.zeros((self._nc, 2))
-        for k, kind in enumerate(self.kind):
-            if kind[0] == "coord":
-                x0[kind[1]] = self.pos[k]
-        state = State(jnp.asarray(x0, dtype), jnp.zeros((self._nc, 2), dtype), 0.0)
-        J = np.asarray(jax.jacfwd(mech.phi)(state.x.reshape(-1), state.t))
         rank = int(np.linalg.matrix_rank(J, tol=1e-9 * max(1.0, np.abs(J).max())))
         return dataclasses.replace(mech, nominal_rank=rank), state
 
     def coordinates(self):
         """Names of the coordinate points, in the order of q."""
         return [n for n, k in zip(self.names, self.kind) if k[0] == "coord"]
+
+
+@eqx.filter_jit
+def _mass_and_jacobian(mech: Model, state: State):
+    """M and Phi_q at ``state``: the builder's checks, one compiled program instead of many single operations."""
+    return mech.M, jax.jacfwd(mech.phi)(state.x.reshape(-1), state.t)

@@ -14,6 +14,7 @@ import equinox as eqx
 from jaxtyping import Array, Float
 
 from .checks import _require, _show, describe, runtime_checks
+from .host import array as _array, xp as _xp
 from .model import PATH, Model
 
 G = 9.81  # seed 000 §4.1
@@ -48,27 +49,28 @@ def Chain(m, l, *, guided=None, slider=None, s=None, c=None, k_omega=0.0, k_v=0.
     under ``jit``/``vmap`` the check runs with the program (:func:`runtime_check`). ``check=False`` skips the checks of
     traced values (a program without host callbacks); known values are always checked.
     """
-    m = jnp.asarray(m)
-    m = m.astype(jnp.result_type(float, m.dtype))
+    m = _array(m)
+    m = _array(m, jnp.result_type(float, m.dtype))
     _require(m.ndim == 1 and m.shape[0] >= 1,
              f"Chain: masses m must be a 1-D array of n >= 1 point masses, got shape {m.shape}")
     n, dtype = m.shape[0], m.dtype
-    l = jnp.asarray(l, dtype)
+    l = _array(l, dtype)
     _require(l.shape == (n - 1,),
              f"Chain: lengths l must have shape (n-1,) = ({n - 1},) for n = {n} points, got {l.shape}")
     a = {"m": m, "l": l}
     a["s"] = _per_point_or_one(s if s is not None else [0.0, 1.0], (n, 2), dtype, "Chain: s (slider normals)")
     a["c"] = _per_point_or_one(0.0 if c is None else c, (n,), dtype, "Chain: c (slider offsets)")
-    k_omega = jnp.asarray(k_omega, dtype)
+    k_omega = _array(k_omega, dtype)
     if k_omega.ndim == 0:
-        k_omega = jnp.full((n,), k_omega).at[-1:].set(0.0)
+        xp = _xp(k_omega)
+        k_omega = _array(xp.where(xp.arange(n) < n - 1, k_omega, 0.0), dtype)
     a["k_omega"] = k_omega
     a["k_v"] = _per_point_or_one(k_v, (n,), dtype, "Chain: k_v")
-    a["g"] = jnp.asarray(g, dtype)
+    a["g"] = _array(g, dtype)
     _require(a["g"].shape == (), f"Chain: g must be a scalar (the gravitational acceleration along -y), got shape "
              f"{a['g'].shape}")
-    guided = jnp.zeros((n,), bool) if guided is None else jnp.asarray(guided, bool)
-    slider = jnp.zeros((n,), bool) if slider is None else jnp.asarray(slider, bool)
+    guided = _array(np.zeros((n,), bool) if guided is None else guided, bool)
+    slider = _array(np.zeros((n,), bool) if slider is None else slider, bool)
     _require(guided.shape == (n,), f"Chain: guided must have one flag per point (n = {n}), got shape {guided.shape}")
     _require(slider.shape == (n,), f"Chain: slider must have one flag per point (n = {n}), got shape {slider.shape}")
     _require(k_omega.shape == (n,), f"Chain: k_omega must be a scalar or have shape ({n},), got {k_omega.shape}")
@@ -79,9 +81,10 @@ def Chain(m, l, *, guided=None, slider=None, s=None, c=None, k_omega=0.0, k_v=0.
         a["link_inertia"] = _per_point_or_one(0.0 if link_inertia is None else link_inertia, k, dtype,
                                               "Chain: link_inertia")
         if link_com is None:
-            a["link_com"] = jnp.stack([l / 2, jnp.zeros_like(l)], -1)
+            xp = _xp(l)
+            a["link_com"] = _array(xp.stack([l / 2, xp.zeros_like(l)], -1), dtype)
         else:
-            a["link_com"] = jnp.asarray(link_com, dtype)
+            a["link_com"] = _array(link_com, dtype)
             _require(a["link_com"].shape == k + (2,), f"Chain: link_com must have shape (n-1, 2) = {k + (2,)}, one "
                      f"centre of mass (a, b) per link, got {a['link_com'].shape}")
     a = _check_values(a, guided, slider, check)
@@ -101,15 +104,15 @@ def _path_model(a, guided, slider) -> Model:
     world = np.array([-2, -1])
     before = np.where((k >= 1)[:, None], np.stack([k - 1, k], -1), world)     # link i-1 (the world before link 1)
     after = np.where((k <= n - 2)[:, None], np.stack([k, k + 1], -1), world)  # link i (the world after the last)
-    joints = jnp.asarray(np.concatenate([before, after], -1))
-    rods = jnp.arange(n - 1)
-    none_i, none_f = jnp.zeros((0,), int), jnp.zeros((0,), dtype)
-    bodies = Bodies(rods, rods + 1, a["link_mass"], a["link_com"], a["link_inertia"]) if "link_mass" in a else None
-    return Model(W=None, offset=None, m=m, bodies=bodies, g=a["g"], dist=Distance(rods, rods + 1, a["l"]),
+    joints = _array(np.concatenate([before, after], -1))
+    start, end = _array(np.arange(n - 1)), _array(np.arange(1, n))
+    none_i, none_f = _array(np.zeros((0,), int)), _array(np.zeros((0,)), dtype)
+    bodies = Bodies(start, end, a["link_mass"], a["link_com"], a["link_inertia"]) if "link_mass" in a else None
+    return Model(W=None, offset=None, m=m, bodies=bodies, g=a["g"], dist=Distance(start, end, a["l"]),
                  coin=Coincide(none_i, none_i), line=OnLine(none_i, none_i, none_i, none_f), drivers=(), on=None,
-                 guided=guided, slider=slider, s=a["s"], c=a["c"], spring_idx=jnp.zeros((0, 2), int),
+                 guided=guided, slider=slider, s=a["s"], c=a["c"], spring_idx=_array(np.zeros((0, 2), int)),
                  spring_k=none_f, spring_L0=none_f, spring_c=none_f, motor_idx=joints, damper_idx=joints,
-                 damper_c=a["k_omega"], k_v=a["k_v"], limit_idx=jnp.zeros((0, 4), int), limit_lo=none_f,
+                 damper_c=a["k_omega"], k_v=a["k_v"], limit_idx=_array(np.zeros((0, 4), int)), limit_lo=none_f,
                  limit_hi=none_f, topology=PATH)
 
 
@@ -268,17 +271,17 @@ def check_sizes(chain: Chain, state: State | None = None, control=None, who: str
 
 def _per_point_or_one(value, shape, dtype, name):
     """``value`` as an array of ``shape``, from that shape or from one entry for all (shape ``shape[1:]``)."""
-    arr = jnp.asarray(value, dtype)
+    arr = _array(value, dtype)
     _require(arr.shape in (shape, shape[1:]), f"{name} must have shape {shape} or {shape[1:]} (one value for all), "
              f"got {arr.shape}")
-    return jnp.broadcast_to(arr, shape)
+    return _array(_xp(arr).broadcast_to(arr, shape))
 
 
 def _per_point(value, n, name):
-    arr = jnp.asarray(value)
-    arr = arr.astype(jnp.result_type(float, arr.dtype))
+    arr = _array(value)
+    arr = _array(arr, jnp.result_type(float, arr.dtype))
     _require(arr.ndim == 0 or arr.shape == (n,), f"{name} must be a scalar or have shape ({n},), got {arr.shape}")
-    return jnp.broadcast_to(arr, (n,))
+    return _xp(arr).broadcast_to(arr, (n,))  # (on the host where known: pendulum concatenates it)
 
 
 def pendulum(n_links: int, mass=1.0, length=1.0, **kwargs) -> Chain:
@@ -289,7 +292,7 @@ def pendulum(n_links: int, mass=1.0, length=1.0, **kwargs) -> Chain:
     """
     _require(int(n_links) >= 1, f"pendulum: n_links must be >= 1, got {n_links}")
     m = _per_point(mass, n_links, "pendulum: mass")
-    return Chain(jnp.concatenate([m[:1], m]), _per_point(length, n_links, "pendulum: length"),
+    return Chain(_xp(m).concatenate([m[:1], m]), _per_point(length, n_links, "pendulum: length"),
                  guided=[True] + [False] * n_links, **kwargs)
 
 
@@ -307,7 +310,8 @@ def cart_chain(n_links: int, mass=1.0, length=1.0, *, normal=(0.0, 1.0), offset=
     """
     _require(int(n_links) >= 1, f"cart_chain: n_links must be >= 1, got {n_links}")
     n = n_links + 1
-    s = jnp.zeros((n, 2)).at[0].set(jnp.asarray(normal, float))
-    c = jnp.zeros((n,)).at[0].set(offset)
+    xp = _xp(normal, offset)
+    s = xp.concatenate([xp.asarray(normal, float)[None], xp.zeros((n - 1, 2))])
+    c = xp.concatenate([xp.asarray(offset, float)[None], xp.zeros((n - 1,))])
     return Chain(_per_point(mass, n, "cart_chain: mass"), _per_point(length, n_links, "cart_chain: length"),
                  slider=[True] + [False] * n_links, s=s, c=c, **kwargs)

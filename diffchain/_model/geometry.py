@@ -142,12 +142,19 @@ def from_joint_angles(chain: Chain, theta, theta_dot=None, base=(0.0, 0.0), base
     Point 1 is at ``base`` moving with ``base_velocity``; phi = cumsum(theta) are the link angles.
     """
     l = chain.l
+    if jnp.shape(theta) != l.shape:
+        raise ValueError(f"from_joint_angles: theta must have shape (n-1,) = {l.shape}, got {jnp.shape(theta)}")
+    if theta_dot is not None and jnp.shape(theta_dot) != l.shape:
+        raise ValueError(f"from_joint_angles: theta_dot must have shape (n-1,) = {l.shape}, got "
+                         f"{jnp.shape(theta_dot)}")
+    return _cartesian(l, theta, theta_dot, base, base_velocity, t)
+
+
+@jax.jit
+def _cartesian(l, theta, theta_dot, base, base_velocity, t):
+    """:func:`from_joint_angles`' state (one compiled program, not one per operation)."""
     theta = jnp.asarray(theta, l.dtype)
-    if theta.shape != l.shape:
-        raise ValueError(f"from_joint_angles: theta must have shape (n-1,) = {l.shape}, got {theta.shape}")
     theta_dot = jnp.zeros_like(theta) if theta_dot is None else jnp.asarray(theta_dot, l.dtype)
-    if theta_dot.shape != l.shape:
-        raise ValueError(f"from_joint_angles: theta_dot must have shape (n-1,) = {l.shape}, got {theta_dot.shape}")
     phi, phi_dot = jnp.cumsum(theta), jnp.cumsum(theta_dot)
     u = jnp.stack([jnp.cos(phi), jnp.sin(phi)], -1)
     base = jnp.asarray(base, l.dtype)
