@@ -131,6 +131,20 @@ def _mechanism_features(mech, contact, theta_min, theta_max, dt):
     return F, pad(mask, False, bool), pad(mech.limit_lo, -np.inf), pad(mech.limit_hi, np.inf)
 
 
+@eqx.filter_jit
+def _features(model, x):
+    """The contact points, their angles (the wrapped joint angles of a chain, ``model`` None) and the zero control of
+    the points x (..., N, 2) of an :class:`EventState` (one program, also for a state built outside ``jit``)."""
+    lead = x.shape[:-2]
+    if model is None:
+        return x, wrapped_joint_angles(x), Control(F=jnp.zeros(lead + (x.shape[-2], 2), x.dtype))
+    f = lambda y: (model.contact_points(y), model.feature_angles(y))  # noqa: E731
+    for _ in lead:
+        f = jax.vmap(f)
+    control = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, lead + a.shape), model.zero_control(x.dtype))
+    return *f(x), control
+
+
 class EventState(eqx.Module):
     """A :class:`State` and the event masks (seed §7, §12): the constraints that are currently switched on.
 
@@ -169,27 +183,21 @@ class EventState(eqx.Module):
         """``model``: the model whose state this is (its masks have one entry per feature,
         :attr:`diffchain.Model.n_features`); a chain's state needs none (its features are its points and joints)."""
         dt, lead = state.x.dtype, state.x.shape[:-2]
-        if model is None:  # a chain's: its points and joint angles, any leading axes
-            n, points, angles = state.x.shape[-2], state.x, wrapped_joint_angles(state.x)
-            control = Control(F=jnp.zeros(lead + (n, 2), dt))
-        else:
-            n, f = model.n_features, lambda y: (model.contact_points(y), model.feature_angles(y))  # noqa: E731
-            for _ in lead:
-                f = jax.vmap(f)
-            points, angles = f(state.x)
-            control = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, lead + a.shape), model.zero_control(dt))
+        n = state.x.shape[-2] if model is None else model.n_features
+        points, angles, control = _features(model, state.x)
+        zeros = lambda shape, dtype=dt: array(np.zeros(lead + shape), dtype)  # noqa: E731 (host arrays: no program)
         self.state = state
-        self.stuck = jnp.zeros(lead + (n,), bool) if stuck is None else jnp.asarray(stuck, bool)
-        self.pin = points if pin is None else jnp.asarray(pin, dt)
-        self.normal = jnp.zeros(lead + (n, 2), dt) if normal is None else jnp.asarray(normal, dt)
-        self.held = jnp.zeros(lead + (n,), bool) if held is None else jnp.asarray(held, bool)
-        self.side = jnp.zeros(lead + (n,), dt) if side is None else jnp.asarray(side, dt)
-        self.chatter = jnp.zeros(lead + (2, n), dt) if chatter is None else jnp.asarray(chatter, dt)
-        self.theta = angles if theta is None else jnp.asarray(theta, dt)
-        self.a, self.R = jnp.zeros_like(state.x), jnp.zeros(lead + (n, 2), dt)
-        self.tau_w = jnp.zeros(lead + (n,), dt)
+        self.stuck = zeros((n,), bool) if stuck is None else array(stuck, bool)
+        self.pin = points if pin is None else array(pin, dt)
+        self.normal = zeros((n, 2)) if normal is None else array(normal, dt)
+        self.held = zeros((n,), bool) if held is None else array(held, bool)
+        self.side = zeros((n,)) if side is None else array(side, dt)
+        self.chatter = zeros((2, n)) if chatter is None else array(chatter, dt)
+        self.theta = angles if theta is None else array(theta, dt)
+        self.a, self.R = zeros(state.x.shape[-2:]), zeros((n, 2))
+        self.tau_w = zeros((n,))
         self.control = control
-        self.fresh = jnp.zeros(lead, bool)
+        self.fresh = zeros((), bool)
 
     @property
     def x(self):
