@@ -14,7 +14,7 @@ import equinox as eqx
 from jaxtyping import Array, Float
 
 from .checks import _require, _show, describe, runtime_checks
-from .host import array as _array, xp as _xp
+from .host import array as _array, float_dtype, xp as _xp
 from .model import PATH, Model
 
 G = 9.81  # seed 000 §4.1
@@ -49,8 +49,8 @@ def Chain(m, l, *, guided=None, slider=None, s=None, c=None, k_omega=0.0, k_v=0.
     under ``jit``/``vmap`` the check runs with the program (:func:`runtime_check`). ``check=False`` skips the checks of
     traced values (a program without host callbacks); known values are always checked.
     """
-    m = _array(m)
-    m = _array(m, jnp.result_type(float, m.dtype))
+    m = _xp(m).asarray(m)
+    m = _array(m, float_dtype(m))
     _require(m.ndim == 1 and m.shape[0] >= 1,
              f"Chain: masses m must be a 1-D array of n >= 1 point masses, got shape {m.shape}")
     n, dtype = m.shape[0], m.dtype
@@ -271,17 +271,19 @@ def check_sizes(chain: Chain, state: State | None = None, control=None, who: str
 
 def _per_point_or_one(value, shape, dtype, name):
     """``value`` as an array of ``shape``, from that shape or from one entry for all (shape ``shape[1:]``)."""
-    arr = _array(value, dtype)
+    xp = _xp(value)
+    arr = xp.asarray(value, dtype)
     _require(arr.shape in (shape, shape[1:]), f"{name} must have shape {shape} or {shape[1:]} (one value for all), "
              f"got {arr.shape}")
-    return _array(_xp(arr).broadcast_to(arr, shape))
+    return _array(xp.broadcast_to(arr, shape), dtype)
 
 
 def _per_point(value, n, name):
-    arr = _array(value)
-    arr = _array(arr, jnp.result_type(float, arr.dtype))
+    xp = _xp(value)  # (on the host where known: pendulum concatenates the result)
+    arr = xp.asarray(value)
+    arr = arr.astype(float_dtype(arr))
     _require(arr.ndim == 0 or arr.shape == (n,), f"{name} must be a scalar or have shape ({n},), got {arr.shape}")
-    return _xp(arr).broadcast_to(arr, (n,))  # (on the host where known: pendulum concatenates it)
+    return xp.broadcast_to(arr, (n,))
 
 
 def pendulum(n_links: int, mass=1.0, length=1.0, **kwargs) -> Chain:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .chain import Chain, State
 
@@ -142,11 +143,11 @@ def from_joint_angles(chain: Chain, theta, theta_dot=None, base=(0.0, 0.0), base
     Point 1 is at ``base`` moving with ``base_velocity``; phi = cumsum(theta) are the link angles.
     """
     l = chain.l
-    if jnp.shape(theta) != l.shape:
-        raise ValueError(f"from_joint_angles: theta must have shape (n-1,) = {l.shape}, got {jnp.shape(theta)}")
-    if theta_dot is not None and jnp.shape(theta_dot) != l.shape:
+    if np.shape(theta) != l.shape:
+        raise ValueError(f"from_joint_angles: theta must have shape (n-1,) = {l.shape}, got {np.shape(theta)}")
+    if theta_dot is not None and np.shape(theta_dot) != l.shape:
         raise ValueError(f"from_joint_angles: theta_dot must have shape (n-1,) = {l.shape}, got "
-                         f"{jnp.shape(theta_dot)}")
+                         f"{np.shape(theta_dot)}")
     return _cartesian(l, theta, theta_dot, base, base_velocity, t)
 
 

@@ -20,3 +20,9 @@ def array(value, dtype=None):
         return jnp.asarray(value, dtype)
     arr = np.asarray(value, dtype)
     return jax.device_put(arr.astype(jax.dtypes.canonicalize_dtype(arr.dtype), copy=False))
+
+
+def float_dtype(arr):
+    """The floating dtype a model stores ``arr`` in: its own if floating, else the default float (NumPy's float64
+    canonicalized as JAX would: float32 without x64)."""
+    return jnp.result_type(float, jax.dtypes.canonicalize_dtype(arr.dtype))
