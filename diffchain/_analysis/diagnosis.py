@@ -43,6 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._model.chain import Chain, State
+from .._model.checks import compiled
 from .._model.model import PATH, check_model
 
 UNROLL_MAX = 64  # chains of up to this many points are checked rod by rod (fast on XLA CPU), longer ones at once
@@ -264,6 +265,7 @@ def _measures(model, trajectory, rtol=None, conditioning=False) -> _Measures:
     return _Measures(finite, pos, pos_tol, vel, vel_tol, times, cond, exhausted)
 
 
+@compiled
 def diagnose(model, trajectory, *, rtol=None, singular_tol=None) -> Report:
     """The :class:`Report` of a run: whether it is finite, stays on its constraints, passes close to a singular
     configuration, and (events) how often a quantum used up its budget.

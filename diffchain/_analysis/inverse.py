@@ -55,6 +55,7 @@ class Actuation(eqx.Module):
     residual: jax.Array      # |G_u^T u - G^T tau_ID| (> 0 when under-actuated: the motion is not achievable)
 
 
+@compiled
 def actuator_forces(G, tau_id, Bu, free=None, tol=1e-9):
     """Seed 001 eq. 8.63: G_u^T u = G^T tau_ID, with Bu (n, p) the actuator map tau = Bu u (Q [u; 0] in the seed:
     a selection matrix for joint actuators, a general matrix for motors of a mechanism). ``free`` masks the valid

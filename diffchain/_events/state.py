@@ -13,7 +13,7 @@ from .._model.geometry import wrapped_joint_angles
 from .._model.model import GENERAL, Model
 from .._model.chain import Chain, Control, State
 from .._model.checks import _concrete, _require, runtime_checks
-from .._model.host import array, xp
+from .._model.host import array, xp, zeros as host_zeros
 from .._model.geometry import wrap_angle
 
 
@@ -185,7 +185,7 @@ class EventState(eqx.Module):
         dt, lead = state.x.dtype, state.x.shape[:-2]
         n = state.x.shape[-2] if model is None else model.n_features
         points, angles, control = _features(model, state.x)
-        zeros = lambda shape, dtype=dt: array(np.zeros(lead + shape), dtype)  # noqa: E731 (host arrays: no program)
+        zeros = lambda shape, dtype=dt: host_zeros(lead + shape, dtype, state.x)  # noqa: E731
         self.state = state
         self.stuck = zeros((n,), bool) if stuck is None else array(stuck, bool)
         self.pin = points if pin is None else array(pin, dt)

@@ -14,7 +14,7 @@ import equinox as eqx
 from jaxtyping import Array, Float
 
 from .checks import _require, _show, describe, runtime_checks
-from .host import array as _array, float_dtype, xp as _xp
+from .host import array as _array, float_dtype, xp as _xp, zeros as _zeros
 from .model import PATH, Model
 
 G = 9.81  # seed 000 §4.1
@@ -161,9 +161,7 @@ def _check_values(a, guided, slider, check):
 
 def _check_mass(chain, check):
     """[] or the run-time check that every point carries mass (with rigid links)."""
-    from .inertia import point_mass_blocks
-
-    lowest = jnp.linalg.eigvalsh(point_mass_blocks(chain))[:, 0]
+    lowest = _lowest_mass_eigenvalues(chain)
     if not isinstance(lowest, jax.core.Tracer):
         weak = np.flatnonzero(np.asarray(lowest) <= 0)
         _require(weak.size == 0, f"Chain: points {weak.tolist()} carry no mass (neither a point mass nor link "
@@ -172,6 +170,14 @@ def _check_mass(chain, check):
     return [(lowest <= 0, "Chain: every point must carry mass (a point mass or link mass at that end), else its "
              "acceleration is undetermined; the smallest eigenvalues of the points' 2x2 mass blocks are",
              lowest)] if check else []
+
+
+@jax.jit
+def _lowest_mass_eigenvalues(chain):
+    """The smallest eigenvalue of each point's 2x2 mass block (one compiled program, also outside ``jit``)."""
+    from .inertia import point_mass_blocks
+
+    return jnp.linalg.eigvalsh(point_mass_blocks(chain))[:, 0]
 
 
 def check_path_inputs(chain, state, control, who, steps=False):
@@ -193,10 +199,10 @@ class State(eqx.Module):
     t: Float[Array, ""]
 
     def __init__(self, x, v=None, t=0.0):
-        x = jnp.asarray(x)
+        x = _array(x)
         self.x = x if jnp.issubdtype(x.dtype, jnp.inexact) else x.astype(jnp.result_type(float))
-        self.v = jnp.zeros_like(self.x) if v is None else jnp.asarray(v, self.x.dtype)
-        self.t = jnp.asarray(t, self.x.dtype)
+        self.v = _zeros(self.x.shape, self.x.dtype, x) if v is None else _array(v, self.x.dtype)
+        self.t = _array(t, self.x.dtype)
 
     def __check_init__(self):
         _require(self.x.ndim >= 2 and self.x.shape[-1] == 2, f"State: x must have shape (n, 2), got {self.x.shape}")
@@ -234,11 +240,12 @@ class Control(eqx.Module):
                     lead, n = shape[: len(shape) - tail], shape[len(shape) - tail]
         _require(n is not None, "Control: give at least one of tau, F, a_w, or n")
         lead = () if lead is None else lead
-        first = [jnp.asarray(a).dtype for a in (tau, F, a_w) if a is not None][:1]  # (the parts take its dtype)
+        first = [_array(a).dtype for a in (tau, F, a_w) if a is not None][:1]  # (the parts take its dtype)
         dtype = dtype or jnp.result_type(float, *first)
-        self.tau = jnp.zeros(lead + (n,), dtype) if tau is None else jnp.asarray(tau, dtype)
-        self.F = None if F is None else jnp.asarray(F, dtype)
-        self.a_w = jnp.zeros(lead + (n, 2), dtype) if a_w is None else jnp.asarray(a_w, dtype)
+        parts = (tau, F, a_w)
+        self.tau = _zeros(lead + (n,), dtype, parts) if tau is None else _array(tau, dtype)
+        self.F = None if F is None else _array(F, dtype)
+        self.a_w = _zeros(lead + (n, 2), dtype, parts) if a_w is None else _array(a_w, dtype)
 
     def __check_init__(self):
         lead, n = self.tau.shape[:-1], self.tau.shape[-1] if self.tau.ndim else -1

@@ -15,11 +15,18 @@ def xp(*values):
 
 
 def array(value, dtype=None):
-    """``value`` as a JAX array of ``dtype``: a known value converted on the host and transferred."""
-    if xp(value) is jnp:
+    """``value`` as a JAX array of ``dtype``: a value on the host (NumPy, Python) converted there and transferred; a JAX
+    array (or a traced one) by jax.numpy, where it is."""
+    if isinstance(value, jax.Array) or xp(value) is jnp:
         return jnp.asarray(value, dtype)
     arr = np.asarray(value, dtype)
     return jax.device_put(arr.astype(jax.dtypes.canonicalize_dtype(arr.dtype), copy=False))
+
+
+def zeros(shape, dtype, like=()):
+    """Zeros as a JAX array: made on the host unless ``like`` (the values they go with) is traced, where jnp.zeros
+    keeps them an operation of the program (a host array there would be a constant of its size in the program)."""
+    return jnp.zeros(shape, dtype) if xp(like) is jnp else array(np.zeros(shape), dtype)
 
 
 def float_dtype(arr):

@@ -23,6 +23,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from .checks import compiled
+
 PATH, GENERAL = "path", "general"
 
 
@@ -369,6 +371,7 @@ def pad(y, F):
     return jnp.concatenate([y, jnp.zeros((F - y.shape[0],) + y.shape[1:], y.dtype)])
 
 
+@compiled
 def energy(model, state):
     """The total energy of ``model`` at ``state`` (a chain's or a mechanism's; a trajectory gives one per step):
     kinetic plus gravitational and spring potential energy, conserved without damping, drag, torques, drivers and

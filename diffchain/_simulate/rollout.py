@@ -291,6 +291,7 @@ def _scan_rollout(chain: Chain, body, init, controls, n_steps, checkpoint, to_st
     return final, jax.tree_util.tree_map(lambda u: u.reshape(n_steps, *u.shape[2:]), traj)
 
 
+@compiled
 def constraint_violation(chain: Chain, state: State):
     """Largest rod-length error |‖x_{i+1}-x_i‖ - l_i| and rod-stretch-rate |r_i^T (v_{i+1}-v_i)|, and the slider errors.
     A rod between two guided points is switched off (their prescribed motion wins, seed §6.1) and not counted."""
