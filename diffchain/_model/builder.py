@@ -300,7 +300,7 @@ class MechanismBuilder:
         for k, kind in enumerate(self.kind):
             if kind[0] == "coord":
                 x0[kind[1]] = self.pos[k]
-        state = State(array(x0, dtype), array(np.zeros((self._nc, 2)), dtype), 0.0)
+        state = State(array(x0, dtype))  # (at rest, t = 0)
         M, J = (np.asarray(v, float) for v in _mass_and_jacobian(mech, state))
         ev = np.linalg.eigvalsh(M)
         if ev[0] <= 1e-12 * max(ev[-1], 1e-300):
