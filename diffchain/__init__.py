@@ -17,7 +17,8 @@ from ._xla.point_major_backend import PointMajor
 from ._xla.sharding import shard
 from ._analysis.sensitivity import da_dF, dalpha_dtau
 from ._model.builder import MechanismBuilder
-from ._solvers.mechanism import constraint_terms, lagrange_terms, reactions
+from ._constraints.system import constraint_terms
+from ._solvers.mechanism import lagrange_terms, reactions
 from ._analysis.kinematics import (accelerations as acceleration_analysis, assemble, kinematic_analysis,
                          velocities as velocity_analysis)
 from ._analysis.inverse import (actuator_forces, loop_closure_dynamics, loop_closure_terms,

@@ -14,9 +14,9 @@ import jax.numpy as jnp
 
 from .._solvers.dense import null_space_basis
 from .._xla import linalg
-from .._solvers.mechanism import mechanism_terms
+from .._constraints.system import system_terms
 from .._solvers.rank import rank_info
-from .._model.chain import State
+from .._model.chain import Control, State
 from .._model.checks import compiled
 
 UNDER, PROPER, REDUNDANT, UNDER_AND_REDUNDANT = 0, 1, 2, 3
@@ -85,7 +85,7 @@ def motor_map(mech, q):
 def mechanism_inverse_dynamics(mech, state: State, qdd, F=None, tol=1e-9):
     """Motor torques u that produce the accelerations ``qdd`` (N, 2), consistent with the constraints (including any
     drivers), via eq. 8.63 with tau_ID = M q_dd - Q (q, q_d; no motors) and G the null-space basis of eq. 8.51."""
-    M, Q, J, gamma, on = mechanism_terms(mech, state, None, F)
+    M, Q, J, gamma, on = system_terms(mech, state, Control(jnp.zeros((mech.motor_idx.shape[0],), mech.dtype), F))
     G, _, free = null_space_basis(J, gamma, on, tol=tol)
     tau_id = M @ qdd.reshape(-1) - Q
     return actuator_forces(G, tau_id, motor_map(mech, state.x.reshape(-1)), free, tol)

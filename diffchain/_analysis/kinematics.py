@@ -17,7 +17,7 @@ import jax.numpy as jnp
 
 from .._solvers.dense import saddle_point_solve
 from .._xla import linalg
-from .._solvers.mechanism import constraint_terms
+from .._constraints.system import constraint_terms
 from .._solvers.rank import rank_info
 from .._model.chain import State
 from .._model.checks import compiled, runtime_checks

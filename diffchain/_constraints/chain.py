@@ -1,7 +1,7 @@
-"""The constraints of a chain at the acceleration level, shared by every solver (seed 000 §3, §5–6, §12.2; seed 003
-natural coordinates).
+"""A chain's constraints in closed form, by components, for the O(n) solvers of a path (seed 000 §3, §5–6, §12.2):
+the same rows as the dense assembly's (:mod:`diffchain._constraints.system`), written out.
 
-Rod k (points k, k+1) keeps its length:   r_k^T (a_k - a_{k+1}) = e_k                         (seed eq. 4)
+Rod k (points k, k+1) keeps its length:   r_k^T (a_k - a_{k+1}) = e_k   (seed eq. 4; the distance row |d| - l_k)
 Point i may be constrained:               S_i a_i = beta_i  (rows of S_i selected by a mask)
   guided (seed §6.1):  S_i = I,          beta_i = a^w_i
   slider (seed §6.3):  S_i = [s_i^T; 0], beta_i = [PD term; 0]
@@ -13,7 +13,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from .._model.geometry import links_c, rod_diff_c
-from .._model.chain import Chain, State
+from .._model.chain import Chain
 
 
 def _inv(stab):
@@ -39,12 +39,6 @@ def rod_rhs(rx, ry, rho, inv_rho, dU, dV, l, w):
     return (dU * dU + dV * dV - eps_dot**2) * inv_rho + (rho - l) * w**2 + 2.0 * eps_dot * w
 
 
-def rod_terms(chain: Chain, state: State, stab=None):
-    """Unit rod directions r_k (n-1, 2) and right-hand sides e_k (n-1,) (:func:`rod_terms_c`)."""
-    rx, ry, e = rod_terms_c(chain, state.x[:, 0], state.x[:, 1], state.v[:, 0], state.v[:, 1], stab)
-    return jnp.stack([rx, ry], -1), e
-
-
 def _slider_rhs(chain: Chain, X, Y, U, V, stab):
     """PD right-hand side of a slider row s_i^T a_i = -eps/T^2 - 2 eps'/T, eps = s_i^T x_i - c_i (seed §6.3, eq. 33)."""
     return slider_rhs(chain.s[:, 0], chain.s[:, 1], chain.c, X, Y, U, V, _inv(stab))
@@ -55,19 +49,19 @@ def slider_rhs(sx, sy, c, X, Y, U, V, w):
     return -(sx * X + sy * Y - c) * w**2 - 2.0 * (sx * U + sy * V) * w
 
 
-def point_terms(chain: Chain, state: State, a_w, stab=None):
-    """Point constraints as two candidate rows per point: S (n,2,2), active mask (n,2), right-hand side beta (n,2).
+def point_terms(model, P, V, a_w, stab=None):
+    """The point kinds of the first G points as two candidate rows each: S (G,2,2), active mask (G,2), right-hand side
+    beta (G,2) of S_i a_i = beta_i, at their positions P (G, 2) and velocities V (G, 2).
 
     Rows are orthonormal, so the affine set of admissible accelerations is a_i = P_i a + a0_i with
     P_i = I - sum_j S_ij^T S_ij and a0_i = sum_j S_ij^T beta_ij (see :func:`point_projector_c`).
     """
-    guided, slider = chain.guided, chain.slider_mask
-    n, dt = chain.n, chain.m.dtype
-    eye = jnp.broadcast_to(jnp.eye(2, dtype=dt), (n, 2, 2))
-    s_rows = jnp.stack([chain.s, jnp.zeros_like(chain.s)], 1)
+    guided, slider = model.guided, model.slider_mask
+    eye = jnp.broadcast_to(jnp.eye(2, dtype=P.dtype), guided.shape + (2, 2))
+    s_rows = jnp.stack([model.s, jnp.zeros_like(model.s)], 1)
     S = jnp.where(guided[:, None, None], eye, s_rows)
     mask = jnp.stack([guided | slider, guided], -1)
-    beta_s = _slider_rhs(chain, state.x[:, 0], state.x[:, 1], state.v[:, 0], state.v[:, 1], stab)
+    beta_s = _slider_rhs(model, P[:, 0], P[:, 1], V[:, 0], V[:, 1], stab)
     beta_slider = jnp.stack([beta_s, jnp.zeros_like(beta_s)], -1)
     beta = jnp.where(guided[:, None], a_w, beta_slider)
     return S, mask, jnp.where(mask, beta, 0.0)
@@ -90,22 +84,3 @@ def projector(g, sl, sx, sy, beta, awx, awy):
     a0x = jnp.where(g, awx, jnp.where(sl, sx * beta, 0.0))
     a0y = jnp.where(g, awy, jnp.where(sl, sy * beta, 0.0))
     return p11, p12, p22, a0x, a0y
-
-
-def constraint_jacobian(chain: Chain, state: State, a_w, stab=None):
-    """J (n_c, 2n), gamma (n_c,), active mask (n_c,) with J a = gamma; rows: n-1 rods, then 2 per point.
-
-    A rod between two guided points is switched off: the prescribed accelerations win (seed §6.1).
-    """
-    n = chain.n
-    r, e = rod_terms(chain, state, stab)
-    S, mask, beta = point_terms(chain, state, a_w, stab)
-    idx = jnp.arange(n - 1)
-    J_rod = jnp.zeros((n - 1, n, 2), r.dtype).at[idx, idx].set(-r).at[idx, idx + 1].set(r)
-    rod_on = chain.rod_on
-    pts = jnp.arange(n)
-    J_pt = jnp.zeros((n, 2, n, 2), r.dtype).at[pts, :, pts, :].set(S)
-    J = jnp.concatenate([J_rod.reshape(n - 1, 2 * n), J_pt.reshape(2 * n, 2 * n)])
-    gamma = jnp.concatenate([-e, beta.reshape(-1)])
-    on = jnp.concatenate([rod_on, mask.reshape(-1)])
-    return J * on[:, None], gamma * on, on

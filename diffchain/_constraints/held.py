@@ -14,7 +14,7 @@ A chain of one point has no joints: ``active`` is ignored there.
 
 Off the constraint manifold (rods not exactly at length, stretching velocities) the exact second derivative of the joint
 angle has the extra terms of dL/dt (:func:`active_terms`); every solver uses the same right-hand side, so they agree
-off-manifold too, as the rod equations of :func:`diffchain._constraints.chain.rod_terms` do.
+off-manifold too, as the rod equations of :func:`diffchain._constraints.chain.rod_terms_c` do.
 """
 from __future__ import annotations
 

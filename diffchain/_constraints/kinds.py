@@ -1,5 +1,5 @@
-"""The position-level constraint kinds of a model in natural coordinates (seed 003): distance (a chain's rods, bodies'
-rigidity, massless rods), coincidence, point on a line and drivers. Each is a small record of vectorised rows;
+"""The position-level constraint kinds of a model in natural coordinates (seed 003): distance (bodies' rigidity,
+massless rods), rod (a chain's), coincidence, point on a line and drivers. Each is a small record of vectorised rows;
 :class:`diffchain.MechanismBuilder` and :func:`diffchain.Chain` group them into a :class:`diffchain.Model`.
 """
 from __future__ import annotations
@@ -21,7 +21,8 @@ def _cross(u, v):
 
 
 class Distance(eqx.Module):
-    """Rows (|p_i - p_j|^2 - L^2) / (2L): rigid bodies and massless rods. lambda = rod tension (N, pulling together)."""
+    """Rows (|p_j - p_i|^2 - L^2) / (2L) (seed 003): rigid bodies and massless rods of a mechanism. lambda = rod
+    tension (N, pulling together)."""
     i: jax.Array
     j: jax.Array
     L: jax.Array
@@ -29,6 +30,19 @@ class Distance(eqx.Module):
     def __call__(self, P, t):
         d = P[self.j] - P[self.i]
         return (jnp.sum(d * d, -1) - self.L**2) / (2 * self.L)
+
+
+class Rod(eqx.Module):
+    """Rows |p_j - p_i| - L (seed 000 eq. 4; eps of its drift correction, eq. 33): a chain's rods, rod k joining
+    points k and k+1, the form the recursion solves in closed form (:mod:`diffchain._constraints.chain`). The same
+    constraint as :class:`Distance` with rows of unit gradient, also off the rod's length. lambda = rod tension (N)."""
+    i: jax.Array
+    j: jax.Array
+    L: jax.Array
+
+    def __call__(self, P, t):
+        d = P[self.j] - P[self.i]
+        return jnp.sqrt(jnp.sum(d * d, -1)) - self.L
 
 
 class Coincide(eqx.Module):

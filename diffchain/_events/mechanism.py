@@ -15,7 +15,7 @@ import jax.numpy as jnp
 
 from .._model.chain import Control, State
 from .._model.model import Model, pad
-from .._solvers.mechanism import mechanism_terms
+from .._constraints.system import system_terms
 from .._xla.batching import rare_cond
 from .detection import _slack, limit_arc
 from .dynamics import _mass_metric_step
@@ -53,7 +53,7 @@ def constrained_dynamics(mech: Model, events: Events, es: EventState, x, v, t, c
     (:func:`impulse_projection`)."""
     F = mech.n_features
     w = 1.0 / stab
-    M, Q, J, gamma, on = mechanism_terms(mech, State(x, v, t), control.tau, control.F, stab)
+    M, Q, J, gamma, on = system_terms(mech, State(x, v, t), control, stab)
     rows, on_e, theta, limit = _event_rows(mech, events, es, x)
     a_c = -(mech.contact_points(x) - es.pin) * w**2 - 2.0 * mech.contact_rates(v) * w
     omega, vHv = mech.angle_rates(x, v, jnp.zeros_like(v))  # (alpha with q_dd = 0: q_d^T H q_d)

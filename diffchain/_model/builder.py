@@ -285,8 +285,8 @@ class MechanismBuilder:
         P, f = len(self.names), lambda v: array(v, dtype)  # noqa: E731
         mech = Model(
             W=f(W), offset=f(c), m=f(self.mass), bodies=bodies, g=f(self.g), dist=dist, coin=coin, line=line,
-            drivers=tuple(self.drivers), on=array(np.ones((n_rows,), bool)), guided=array(np.zeros((P,), bool)),
-            slider=array(np.zeros((P,), bool)), s=f(np.tile([0.0, 1.0], (P, 1))), c=f(np.zeros((P,))),
+            drivers=tuple(self.drivers), on=array(np.ones((n_rows,), bool)), guided=array(np.zeros((0,), bool)),
+            slider=array(np.zeros((0,), bool)), s=f(np.zeros((0, 2))), c=f(np.zeros((0,))),
             spring_idx=array(np.asarray([s[:2] for s in sp], int).reshape(-1, 2)),
             spring_k=f(fa(sp, 2)), spring_L0=f(fa(sp, 3)), spring_c=f(fa(sp, 4)),
             motor_idx=array(np.asarray(self.motors, int).reshape(-1, 4)),

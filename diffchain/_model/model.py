@@ -10,10 +10,13 @@ constant and the equations of motion M q_dd = Q(q, q_d, t) + J^T lambda have no 
 
 Constraints (rows of Phi(q, t), grouped by kind and vectorised, fixed shapes, a boolean ``on`` mask per row):
   * Distance(i, j, L):      (|p_i - p_j|^2 - L^2) / (2 L)   -> lambda is the tension in N (rigid bodies, massless rods)
+  * Rod(i, j, L):           |p_j - p_i| - L                 -> the same, a chain's rods (seed 000 eq. 4)
   * Coincide(i, j):          p_i - p_j                       -> lambda is the force on p_i in N (revolute joint, pin)
   * OnLine(i, a, b):         cross(p_b - p_a, p_i - p_a) / L_ab -> lambda is the normal force (slider, prismatic joint)
   * Driver(kind, idx, f):    rheonomic constraints with a user function f(t) (distance, absolute angle, relative angle,
-                             coordinate) for kinematic analysis and prescribed motion (seed 003 F^D(q, t)).
+                             coordinate) for kinematic analysis and prescribed motion (seed 003 F^D(q, t));
+and the point kinds of seed 000 §6 (guided points, points on fixed lines: a chain's), two acceleration rows per point.
+:mod:`diffchain._constraints.system` assembles every model's rows, one drift correction for all.
 Applied forces: gravity, linear springs/dampers between points, motor torques and rotational viscous dampers between two
 bodies, quadratic air drag on points, point forces; a chain's joint torques and damping are its motors and dampers.
 """
@@ -61,10 +64,10 @@ class Model(eqx.Module):
     ``g`` gravity along -y; they give :attr:`M` and :attr:`f_g`.
     Constraints (each with its mask): ``dist`` distance rows (a chain's rods, rod i joining points i and i+1, lengths
     :attr:`l`), ``coin`` coincidences, ``line`` points on lines through two points, ``drivers`` (rows of f(t)) and
-    ``on`` (the mask of these rows; None on a chain, whose rods are on unless both ends are guided); ``guided`` (P,)
-    points with a prescribed acceleration a^w (seed 000 §6.1), ``slider`` (P,) points on the fixed lines
-    {x : s_i·x = c_i} (``s`` (P, 2) unit normals, ``c`` (P,) offsets; seed 000 §6.3): a chain's kinds, which only the
-    path topology's solvers read (the mechanism builder sets none).
+    ``on`` (the mask of these rows; None on a chain, whose rods are on unless both ends are guided); the point kinds of
+    the first G points (a chain's G = n, the mechanism builder's G = 0): ``guided`` (G,) points with a prescribed
+    acceleration a^w (seed 000 §6.1), ``slider`` (G,) points on the fixed lines {x : s_i·x = c_i} (``s`` (G, 2) unit
+    normals, ``c`` (G,) offsets; seed 000 §6.3).
     Forces: springs (``spring_idx`` point pairs, stiffness, free length, damper), motors (``motor_idx`` index
     quadruples i, j, k, l: the torque acts on body k->l and, reacting, on body i->j; indices -2, -1 are the world
     frame's (0, 0), (1, 0)), rotational dampers (``damper_idx`` as the motors', ``damper_c``: torque -c times the
@@ -212,11 +215,19 @@ class Model(eqx.Module):
         down = jnp.zeros((self.m.shape[0], 2), self.dtype).at[:, 1].set(-self.g).reshape(-1)
         return self._to_coordinates(self._point_mass_matrix() @ down)
 
+    @property
+    def rows_on(self):
+        """The mask of Phi's rows: the builder's ``on``; a chain's rods, on unless both ends are guided."""
+        return self.rod_on if self.on is None else self.on
+
     def phi(self, q, t):
-        """Phi(q, t): the rows of ``dist``, ``coin``, ``line`` and the drivers (masked rows are 0); a mechanism's."""
-        P = self.points(q)
+        """Phi(q, t): the rows of ``dist``, ``coin``, ``line`` and the drivers (rows switched off are 0)."""
+        return self.phi_points(self.points(q), t)
+
+    def phi_points(self, P, t):
+        """Phi as a function of all the points P (P, 2) (:meth:`phi`)."""
         rows = [self.dist(P, t), self.coin(P, t), self.line(P, t)] + [d(P, t) for d in self.drivers]
-        return jnp.concatenate([r.astype(q.dtype) for r in rows]) * self.on
+        return jnp.concatenate([r.astype(P.dtype) for r in rows]) * self.rows_on
 
     def applied_forces(self, q, qd, t, tau=None, F=None):
         """Q(q, q_d, t): gravity + springs/dampers + motor torques tau (n_motors,) + rotational dampers + drag + point

@@ -15,8 +15,8 @@ The implementations: :class:`~diffchain.Recursive` (the O(n) seed-000 recursion:
 :class:`~diffchain.ShortChain` (its system written out in scalars for one chain of up to 8 point masses),
 :class:`~diffchain.Banded` (seed 001's sparse method, O(n) on chains of point masses) and the dense
 :class:`~diffchain.KKT`, :class:`~diffchain.RangeSpace`, :class:`~diffchain.NullSpace` and :class:`~diffchain.Larin`
-(seeds 001-002: every model; on a chain they solve the chain's own (M, Q, J, gamma) of :func:`chain_system`). Wherever
-two apply they agree to round-off (tests/solvers/test_solvers_agree.py).
+(seeds 001-002: every model, the system of :func:`~diffchain._constraints.system.system_terms`). Wherever two apply they
+agree to round-off (tests/solvers/test_solvers_agree.py).
 """
 from __future__ import annotations
 
@@ -25,13 +25,9 @@ from typing import ClassVar
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 
-from .._constraints.chain import constraint_jacobian
-from .._constraints.held import _active_mask, active_terms, joint_rows
 from .._model.chain import Chain, Control, State
 from .._model.checks import describe
-from .._model.forces import external_forces
 from .._model.model import PATH
 from .rank import Info
 
@@ -84,21 +80,3 @@ def check_solver(solver, who: str, model=None):
         raise TypeError(f"{who}: {type(solver).__name__}() solves serial chains only (the seed-000 recursion); a "
                         "mechanism needs a dense solver: KKT() (the default), RangeSpace(), NullSpace() or Larin()")
     return solver
-
-
-def chain_system(chain: Chain, state: State, control: Control, active=None, alpha_w=None, theta_bar=None,
-                 stab=None):
-    """A chain as a constrained system (M, Q, J, gamma, on) in the points' coordinates q = x.reshape(-1) (seed 003):
-    M the mass matrix, Q the external forces, J, gamma the rows of the rods and the point constraints
-    (:func:`~diffchain._constraints.chain.constraint_jacobian`) and, with ``active``, one row of seed eq. (13) per
-    joint (:func:`~diffchain._constraints.held.active_terms`), whose multiplier is the joint's torque tau_w."""
-    n = chain.n
-    J, gamma, on = constraint_jacobian(chain, state, control.a_w, stab)
-    if active is not None:
-        active = _active_mask(chain, active)
-        G = joint_rows(state.x).reshape(n, 2 * n)
-        rhs = active_terms(chain, state, alpha_w, theta_bar, stab)
-        J = jnp.concatenate([J, G * active[:, None]])
-        gamma = jnp.concatenate([gamma, jnp.where(active, rhs, 0.0)])
-        on = jnp.concatenate([on, active])
-    return chain.M, external_forces(chain, state, control).reshape(-1), J, gamma, on

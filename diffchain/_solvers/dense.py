@@ -4,7 +4,7 @@
 Rank handling (seed 001 §8.10, seed 003): :func:`~diffchain._solvers.rank.pivot_sequence` runs Gaussian elimination
 with complete pivoting on the active rows of J (values only) and records the pivots. Rows without a pivot are
 *redundant*; every solver uses the independent rows only, so q_dd is unique and its gradient finite; lambda is then
-made minimum-norm. On a chain they solve its (M, Q, J, gamma, on) (:func:`~diffchain._solvers.base.chain_system`);
+made minimum-norm. On a chain they solve its (M, Q, J, gamma, on) (:func:`~diffchain._constraints.system.system_terms`);
 :class:`KKT` solves a chain's saddle-point system directly, without rank decisions, as the reference the recursion is
 checked against (a redundant set of a chain's constraints makes that matrix singular: the recursion and the other
 dense solvers handle it).
@@ -15,9 +15,10 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from .._constraints.system import system_terms
 from .._model.chain import Chain, Control, State
 from .._xla import linalg
-from .base import Solution, Solver, chain_system
+from .base import Solution, Solver
 from .rank import _info, min_norm_multipliers, pivot_sequence, rank_info
 
 
@@ -36,15 +37,15 @@ class DenseSolver(Solver):
         raise NotImplementedError
 
     def __call__(self, chain: Chain, state: State, control: Control, stab=None):
-        return _chain_solution(chain, self.system(*chain_system(chain, state, control, stab=stab)))
+        return _chain_solution(chain, self.system(*system_terms(chain, state, control, stab=stab)))
 
     def held(self, chain: Chain, state: State, control: Control, active, alpha_w, theta_bar=None, stab=None):
-        return _chain_solution(chain, self.system(*chain_system(chain, state, control, active, alpha_w, theta_bar,
-                                                                stab)), held=True)
+        terms = system_terms(chain, state, control, stab, active=active, alpha_w=alpha_w, theta_bar=theta_bar)
+        return _chain_solution(chain, self.system(*terms), held=True)
 
 
 def _chain_solution(chain: Chain, sol: Solution, held=False):
-    """A chain's :class:`Solution` from its system's (:func:`~diffchain._solvers.base.chain_system`: the rods' rows
+    """A chain's :class:`Solution` from its system's (:func:`~diffchain._constraints.system.system_terms`: the rods' rows
     first, the held joints' last)."""
     n = chain.n
     return Solution(sol.a.reshape(n, 2), sol.forces[: n - 1], sol.forces[-n:] if held else None, sol.info)
@@ -157,11 +158,11 @@ class KKT(DenseSolver):
         return saddle_point_solve(M, Q, J, gamma, sel)
 
     def __call__(self, chain: Chain, state: State, control: Control, stab=None):
-        return _chain_solution(chain, Solution(*direct_kkt(*chain_system(chain, state, control, stab=stab))))
+        return _chain_solution(chain, Solution(*direct_kkt(*system_terms(chain, state, control, stab=stab))))
 
     def held(self, chain: Chain, state: State, control: Control, active, alpha_w, theta_bar=None, stab=None):
-        return _chain_solution(chain, Solution(*direct_kkt(*chain_system(chain, state, control, active, alpha_w,
-                                                                         theta_bar, stab))), held=True)
+        terms = system_terms(chain, state, control, stab, active=active, alpha_w=alpha_w, theta_bar=theta_bar)
+        return _chain_solution(chain, Solution(*direct_kkt(*terms)), held=True)
 
 
 class RangeSpace(DenseSolver):

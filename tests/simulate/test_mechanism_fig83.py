@@ -59,7 +59,7 @@ def joint_space(y, yd, tau):
     qdd = mechsim.loop_closure_dynamics(lambda q_: M, lambda q_, qd_: Q, gamma_fn, y, yd)[1]
     x, v = jax.jvp(points, (q,), (qd,))
     a = jax.jvp(points, (q,), (qdd,))[1] + jax.jvp(lambda q_: jax.jvp(points, (q_,), (qd,))[1], (q,), (qd,))[1]
-    J, k = ms.constraint_terms(loop, q, qd, 0.0)
+    J, k = dc.constraint_terms(loop, q, qd, 0.0)
     _, lam = dense.saddle_point_solve(M, Q, J, k, jnp.ones((2,), bool))
     return q, x, v, a, lam
 

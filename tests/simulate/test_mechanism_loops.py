@@ -56,7 +56,7 @@ def gamma_fn(y):
 def fig83_all(y, yd, tau):
     q, qd, G, g = mechsim.loop_closure_terms(gamma_fn, y, yd)
     M, Q = ms.lagrange_terms(kinetic, potential, q, qd, tau)
-    J, k = ms.constraint_terms(loop, q, qd, 0.0)
+    J, k = dc.constraint_terms(loop, q, qd, 0.0)
     on = jnp.ones((2,), bool)
     outs = [s.system(M, Q, J, k, on).a for s in SOLVERS]
     ydd, qdd_lc = mechsim.loop_closure_dynamics(lambda q_: M, lambda q_, qd_: Q, gamma_fn, y, yd)
@@ -144,7 +144,7 @@ def susp_library(s, sd):
     xi_v, xi_d = jax.jvp(xi, (s,), (sd,))
     F = kspr * xi_v + cspr * xi_d
     M, P1 = ms.lagrange_terms(susp_kinetic, lambda s_: 0.0 * s_[0], s, sd, -F * jax.grad(xi)(s))
-    J, P2 = ms.constraint_terms(susp_f, s, sd, 0.0)
+    J, P2 = dc.constraint_terms(susp_f, s, sd, 0.0)
     K = jnp.block([[M, J.T], [J, jnp.zeros((2, 2))]])
     on = jnp.ones((2,), bool)
     return K, jnp.concatenate([P1, P2]), jnp.stack([sv.system(M, P1, J, P2, on).a for sv in SOLVERS[:4]])

@@ -13,7 +13,8 @@ from hypothesis import given, strategies as st
 
 import diffchain as dc
 from diffchain._model import forces as _forces, geometry
-from diffchain._constraints import chain as _constraints, held as held_rows
+from diffchain._constraints import held as held_rows
+from diffchain._constraints.system import constraint_rows
 from diffchain._solvers import recursive_held, recursive_solver as act
 from diffchain._xla import loops, small_chain
 from strategies import random_problem
@@ -58,7 +59,7 @@ def choose_active(chain, state, control, rng, p=0.5, rtol=1e-4, candidates=None)
     active = np.zeros(n, bool)
     if n == 1:
         return active
-    J, _, on = _constraints.constraint_jacobian(chain, state, control.a_w)
+    J, _, on = constraint_rows(chain, state, control.a_w)
     rows = np.asarray(J)[np.asarray(on)]
     G = np.asarray(held_rows.joint_rows(state.x)).reshape(n, 2 * n)
     pick = rng.uniform(size=n) < p if candidates is None else np.asarray(candidates)
@@ -73,7 +74,7 @@ def choose_active(chain, state, control, rng, p=0.5, rtol=1e-4, candidates=None)
 def kkt_condition(chain, state, control, active):
     """2-norm condition number of the KKT matrix of :func:`diffchain.KKT.held` (numpy)."""
     n = chain.n
-    J, _, on = _constraints.constraint_jacobian(chain, state, control.a_w)
+    J, _, on = constraint_rows(chain, state, control.a_w)
     G = np.asarray(held_rows.joint_rows(state.x)).reshape(n, 2 * n)
     J = np.vstack([np.asarray(J), G * active[:, None]])
     on = np.concatenate([np.asarray(on), active])

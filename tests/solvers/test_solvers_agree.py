@@ -10,7 +10,7 @@ from strategies import make_problem, random_problem
 from diffchain._model import forces as _forces
 from diffchain._xla import loops
 from diffchain._solvers import recursive as _recursive
-from diffchain._solvers.base import chain_system
+from diffchain._constraints.system import system_terms
 
 rec = jax.jit(lambda c, s, u, stab: (lambda sol: (sol.a, sol.forces))(dc.Recursive()(c, s, u, stab)))
 kkt = jax.jit(lambda c, s, u, stab: (lambda sol: (sol.a, sol.forces))(dc.KKT()(c, s, u, stab)))
@@ -244,7 +244,7 @@ def test_every_solver_returns_the_same_record():
     and its rank information (the values are checked to round-off by the tests above)."""
     chain, state, control, _ = make_problem(4, 1, "random", kinds=False, links=False)
     held = jnp.array([False, True, False, True])
-    M, Q, J, gamma, on = chain_system(chain, state, control)
+    M, Q, J, gamma, on = system_terms(chain, state, control)
     for name, solver in {**SOLVERS, "KKT": dc.KKT()}.items():
         sol = jax.eval_shape(solver, chain, state, control)
         sol_held = sol if name == "Banded" else jax.eval_shape(solver.held, chain, state, control, held, jnp.zeros(4))
