@@ -61,6 +61,15 @@ def point_rows(model, q, qd, a_w, stab=None):
     return J * on[:, None], beta.reshape(-1) * on, on
 
 
+def point_residual(model, q):
+    """The point rows' position errors (2G,) (rows of :func:`point_rows`): a slider's s_i^T p_i - c_i, 0 elsewhere (a
+    guided point is where its prescribed motion puts it)."""
+    G = model.guided.shape[0]
+    P = model.points(q)[:G]
+    line = jnp.where(model.slider_mask, jnp.sum(model.s * P, -1) - model.c, 0.0)
+    return jnp.stack([line, jnp.zeros_like(line)], -1).reshape(-1)
+
+
 def constraint_rows(model, state: State, a_w, stab=None):
     """J (m, 2N), gamma (m,), on (m,) of the rows of Phi and of the point kinds (module docstring) at ``state``, the
     guided points' prescribed accelerations ``a_w``; rows switched off are zero."""
@@ -68,6 +77,13 @@ def constraint_rows(model, state: State, a_w, stab=None):
     J, gamma = constraint_terms(model.phi, q, qd, state.t, stab)
     Jp, gp, onp = point_rows(model, q, qd, a_w, stab)
     return jnp.concatenate([J, Jp]), jnp.concatenate([gamma, gp]), jnp.concatenate([model.rows_on, onp])
+
+
+def constraint_jacobian(model, x, t=0.0):
+    """J (m, 2N) and on (m,) of :func:`constraint_rows` at the positions x (N, 2) alone (rows switched off: zero)."""
+    q, zero = x.reshape(-1), jnp.zeros_like(x)
+    Jp, _, onp = point_rows(model, q, zero.reshape(-1), zero)
+    return jnp.concatenate([jax.jacfwd(model.phi)(q, t), Jp]), jnp.concatenate([model.rows_on, onp])
 
 
 def system_terms(model, state: State, control: Control, stab=None, *, active=None, alpha_w=None, theta_bar=None):

@@ -100,9 +100,9 @@ def onto_obstacles(model, events: Events, stuck, x):
     """x with every free contact point that is below an obstacle line moved onto it along the line's normal,
     x_i - z_k min(0, z_k^T (x_i - z0_k)), line by line; and whether any point moved. Used where a quantum ends
     without detecting its last sub-quantum's crossings (its budget used up). (A mechanism's points move with its
-    coordinates: :func:`diffchain._events.mechanism.onto_obstacles`.)"""
+    coordinates: :func:`diffchain._events.constraints.onto_obstacles`.)"""
     if model.topology == GENERAL:
-        from .mechanism import onto_obstacles as mechanism_onto
+        from .constraints import onto_obstacles as mechanism_onto
         return mechanism_onto(model, events, stuck, x)
     free = model.free_contacts(events.contact, stuck)
     moved = jnp.zeros((), bool)

@@ -56,7 +56,8 @@ from .detection import _ends_beyond, _quantum, detect, limit_arc, onto_obstacles
 from .._model.model import GENERAL
 from .state import EventState, Events, StepReport, _cache, _none
 from .._model.chain import Chain, Control, State
-from .dynamics import _where, constrained_dynamics, project_onto_active
+from .constraints import project_onto_active
+from .dynamics import _where, constrained_dynamics
 
 
 # the name of the slots' result, which event_rollout's reverse pass keeps instead of recomputing the slots

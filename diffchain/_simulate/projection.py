@@ -4,8 +4,9 @@ The constraints of a :class:`~diffchain._model.chain.Chain` at the position leve
     rod k (switched on):       |x_{k+1} - x_k| - l_k
     slider i (not guided):     s_i^T x_i - c_i
     guided point i:            x_i held where its prescribed motion puts it (the projection does not move it)
-and Jacobian J(x) (the rows of :func:`diffchain._constraints.system.constraint_rows`: r_k^T (q_{k+1} - q_k), s_i^T q_i,
-q_i). Every correction here is the solution of the saddle-point system of the dynamics with another right-hand side,
+and Jacobian J(x) (the rows of :func:`diffchain._constraints.system.constraint_jacobian`: r_k^T (q_{k+1} - q_k),
+s_i^T q_i, q_i). Every correction here is the solution of the saddle-point system of the dynamics with another
+right-hand side,
 
     [[M, J^T], [J, 0]] [dq; y] = [f; c]   =>   dq = M^-1 f + M^-1 J^T (J M^-1 J^T)^-1 (c - J M^-1 f),
 
@@ -40,7 +41,7 @@ from .integrators import RK4, Integrator
 from .._model.chain import Chain, State
 from .._model.checks import compiled
 from .._solvers.recursive import chain_operator, kkt_solve, link_solve
-from .._constraints.system import constraint_rows
+from .._constraints.system import constraint_jacobian
 from .._solvers.base import Solver, check_solver
 from .._model.model import PATH, check_model
 from .._solvers.recursive_solver import Recursive
@@ -60,7 +61,7 @@ def _operator(chain: Chain, x, solver: Solver):
     on = chain.rod_on
     sx, sy = chain.s[:, 0], chain.s[:, 1]
     if not solver.chains_only:
-        J, _, mask = constraint_rows(chain, State(x), jnp.zeros_like(x))
+        J, mask = constraint_jacobian(chain, x)
         M = chain.M
         K = jnp.block([[M, J.T], [J, jnp.diag(jnp.where(mask, 0.0, 1.0).astype(J.dtype))]])
 

@@ -12,7 +12,8 @@ import pytest
 
 import diffchain as dc
 from diffchain import systems
-from diffchain._events.mechanism import impulse_projection
+from diffchain._events import dynamics
+from diffchain._events.constraints import impulse_projection
 
 LO, FLOOR, DT, T, TAU, T_ON = 1.28, -0.3, 1e-3, 1500, 30.0, 0.5
 
@@ -145,3 +146,40 @@ def test_solvers_agree_on_the_events():
     for traj, rep in runs[1:]:
         assert np.array_equal(rep.limit_hits, runs[0][1].limit_hits)
         assert float(jnp.max(jnp.abs(traj.state.x - runs[0][0].state.x))) < 1e-9
+
+
+def test_a_chain_and_the_same_chain_built_as_a_mechanism_have_the_same_events():
+    """One rule for every model: a free 3-link chain with its last point stuck on the floor and its second joint held
+    (seed 000 §7, §12.1), as a chain (the recursion, seed Part II) and built point by point with the MechanismBuilder
+    (a dense solve of its rows, the joint as an angle stop): the same accelerations, holding torque and ground
+    reaction, and the same impact (the velocities' projection in the mass metric)."""
+    rng = np.random.default_rng(3)
+    m, lengths = rng.uniform(0.5, 2.0, 4), rng.uniform(0.5, 1.0, 3)
+    chain = dc.free_chain(3, mass=m, length=lengths)
+    state = dc.from_joint_angles(chain, jnp.array([-0.4, 0.7, -0.5]), rng.normal(size=3), base=jnp.array([0.0, 2.0]),
+                                 base_velocity=rng.normal(size=2))
+    b = dc.MechanismBuilder()
+    for k, xy in enumerate(np.asarray(state.x)):
+        b.point(f"p{k}", tuple(xy), mass=m[k])
+    for k in range(3):
+        b.rod(f"rod{k}", f"p{k}", f"p{k + 1}", length=lengths[k])
+    b.limit("joint1", "rod0", "rod1", lo=-3.0, hi=0.7)
+    mech, s_m = b.build()
+    np.testing.assert_allclose(s_m.x, state.x, atol=1e-12)  # (its coordinates: the four points, in order)
+    stuck, held = np.array([False, False, False, True]), np.array([False, True, False, False])
+    normal, pin = np.array([[0.0, 1.0]] * 4), np.asarray(state.x) + 0.01
+    es_c = dc.EventState(state, stuck=stuck, held=held, side=np.where(held, 1.0, 0.0), normal=normal, pin=pin)
+    es_m = dc.EventState(state, model=mech, stuck=stuck, held=[True, False, False, False], side=[1.0, 0, 0, 0],
+                         normal=normal, pin=pin)
+    ev_c = dc.Events(chain.n, ground=0.0, theta_max=[np.inf, 0.7, np.inf])
+    ev_m = dc.Events(mech, ground=0.0)
+    for impulse in (False, True):
+        a_c, tau_c, R_c = dynamics.constrained_dynamics(chain, ev_c, es_c, state.x, state.v, state.t,
+                                                       dc.Control(n=4), 5 * DT, jnp.asarray(impulse), dc.Recursive())
+        a_m, tau_m, R_m = dynamics.constrained_dynamics(mech, ev_m, es_m, state.x, state.v, state.t,
+                                                       mech.zero_control(mech.dtype), 5 * DT, jnp.asarray(impulse),
+                                                       dc.KKT())
+        np.testing.assert_allclose(a_m, a_c, atol=1e-10 * np.abs(np.asarray(a_c)).max(), err_msg=f"impulse {impulse}")
+        if not impulse:
+            np.testing.assert_allclose(tau_m[0], tau_c[1], rtol=1e-10)
+            np.testing.assert_allclose(R_m[3], R_c[3], rtol=1e-10)

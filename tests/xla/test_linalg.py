@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import diffchain as dc
-from diffchain._events.dynamics import _mass_metric_step
+from diffchain._events.constraints import _mass_metric_step
 from diffchain import systems
 from diffchain._xla.linalg import apply_q, apply_qt, cholesky, householder_qr, solve, solve_lower, solve_upper
 
