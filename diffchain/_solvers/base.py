@@ -3,8 +3,8 @@
 Every solver answers three questions, each with a :class:`Solution`, and an implementation that does not apply to a
 model says so with a clear error:
 
-* ``solver(chain, state, control, stab)``: a chain's forward dynamics (seed 000 Part I): its accelerations a (n, 2) and
-  rod tensions phi (n-1,);
+* ``solver(model, state, control, stab)``: a model's forward dynamics: its points' accelerations a (N, 2) and the
+  multipliers of its rows of Phi (a chain's rod tensions phi (n-1,), seed 000 Part I);
 * ``solver.held(chain, state, control, active, alpha_w, theta_bar, stab)``: the same with the joints in ``active``
   held at the prescribed angular accelerations ``alpha_w`` by unknown torques tau_w (n,) (seed 000 Part II, eq. 13);
 * ``solver.system(M, Q, J, gamma, on, nominal_rank)``: any constrained system ``M q_dd = Q + J^T lambda,
@@ -35,10 +35,9 @@ from .rank import Info
 class Solution(eqx.Module):
     """What every solver returns (:class:`Solver`).
 
-    ``a``: the accelerations, a chain's (n, 2) or a system's q_dd (N,) (:func:`~diffchain.forward_dynamics` gives a
-    model's points' (N, 2)); ``forces``: the constraint forces, a chain's rod tensions phi (n-1,) (the force of rod i on
-    point i+1 is r_i phi_i) or a system's multipliers lambda, one per row of J (:func:`~diffchain.reactions` turns a
-    mechanism's into joint forces); ``tau_w``: the torques (n,) that hold a chain's held joints (seed 000 Part II; 0 at
+    ``a``: the accelerations, a model's points' (N, 2) or a system's q_dd (N,); ``forces``: the constraint forces, the
+    multipliers lambda of a model's rows of Phi (a chain's rod tensions phi (n-1,): the force of rod i on point i+1 is
+    r_i phi_i; :func:`~diffchain.reactions` turns a mechanism's into joint forces) or of a system's rows of J; ``tau_w``: the torques (n,) that hold a chain's held joints (seed 000 Part II; 0 at
     the others), None where no joint is held; ``info``: the rank information of a dense solve of a system
     (:class:`Info`), None otherwise."""
 
@@ -49,14 +48,14 @@ class Solution(eqx.Module):
 
 
 class Solver(eqx.Module):
-    """Forward dynamics of a chain, of a chain with held joints, and of any constrained system (module docstring).
-    ``chains_only``: the solver answers for serial chains alone (``system`` refuses)."""
+    """Forward dynamics of a model, of a chain with held joints, and of any constrained system (module docstring).
+    ``chains_only``: the solver answers for serial chains alone (other models and ``system`` refused)."""
 
     chains_only: ClassVar[bool] = False
 
     @abc.abstractmethod
-    def __call__(self, chain: Chain, state: State, control: Control, stab=None) -> Solution:
-        """A chain's a (n, 2) and rod tensions phi (n-1,)."""
+    def __call__(self, model: Chain, state: State, control: Control, stab=None) -> Solution:
+        """A model's a (N, 2) and the multipliers of its rows of Phi (a chain's rod tensions phi (n-1,))."""
 
     @abc.abstractmethod
     def held(self, chain: Chain, state: State, control: Control, active, alpha_w, theta_bar=None,

@@ -16,7 +16,8 @@ import jax
 import jax.numpy as jnp
 
 from .._constraints.system import system_terms
-from .._model.chain import Chain, Control, State
+from .._model.chain import Control, State
+from .._model.model import PATH, Model
 from .._xla import linalg
 from .base import Solution, Solver
 from .rank import _info, min_norm_multipliers, pivot_sequence, rank_info
@@ -36,19 +37,22 @@ class DenseSolver(Solver):
         """(q_dd, lambda) on the independent rows ``sel``."""
         raise NotImplementedError
 
-    def __call__(self, chain: Chain, state: State, control: Control, stab=None):
-        return _chain_solution(chain, self.system(*system_terms(chain, state, control, stab=stab)))
+    def __call__(self, model: Model, state: State, control: Control, stab=None):
+        terms = system_terms(model, state, control, stab)
+        return _model_solution(model, self.system(*terms, model.nominal_rank))
 
-    def held(self, chain: Chain, state: State, control: Control, active, alpha_w, theta_bar=None, stab=None):
+    def held(self, chain: Model, state: State, control: Control, active, alpha_w, theta_bar=None, stab=None):
         terms = system_terms(chain, state, control, stab, active=active, alpha_w=alpha_w, theta_bar=theta_bar)
-        return _chain_solution(chain, self.system(*terms), held=True)
+        return _model_solution(chain, self.system(*terms), held=True)
 
 
-def _chain_solution(chain: Chain, sol: Solution, held=False):
-    """A chain's :class:`Solution` from its system's (:func:`~diffchain._constraints.system.system_terms`: the rods' rows
-    first, the held joints' last)."""
-    n = chain.n
-    return Solution(sol.a.reshape(n, 2), sol.forces[: n - 1], sol.forces[-n:] if held else None, sol.info)
+def _model_solution(model: Model, sol: Solution, held=False):
+    """A model's :class:`Solution` from its system's (:func:`~diffchain._constraints.system.system_terms`): its points'
+    accelerations (N, 2), the multipliers of Phi's rows (the first rows: a chain's rod tensions) and those of the held
+    joints' rows (the last)."""
+    n = model.n
+    return Solution(sol.a.reshape(n, 2), sol.forces[: model.rows_on.shape[0]], sol.forces[-n:] if held else None,
+                    sol.info)
 
 
 def direct_kkt(M, Q, J, gamma, on):
@@ -157,12 +161,14 @@ class KKT(DenseSolver):
     def solve(self, M, Q, J, gamma, on, sel):
         return saddle_point_solve(M, Q, J, gamma, sel)
 
-    def __call__(self, chain: Chain, state: State, control: Control, stab=None):
-        return _chain_solution(chain, Solution(*direct_kkt(*system_terms(chain, state, control, stab=stab))))
+    def __call__(self, model: Model, state: State, control: Control, stab=None):
+        if model.topology != PATH:
+            return super().__call__(model, state, control, stab)
+        return _model_solution(model, Solution(*direct_kkt(*system_terms(model, state, control, stab))))
 
-    def held(self, chain: Chain, state: State, control: Control, active, alpha_w, theta_bar=None, stab=None):
+    def held(self, chain: Model, state: State, control: Control, active, alpha_w, theta_bar=None, stab=None):
         terms = system_terms(chain, state, control, stab, active=active, alpha_w=alpha_w, theta_bar=theta_bar)
-        return _chain_solution(chain, Solution(*direct_kkt(*terms)), held=True)
+        return _model_solution(chain, Solution(*direct_kkt(*terms)), held=True)
 
 
 class RangeSpace(DenseSolver):

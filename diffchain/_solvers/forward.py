@@ -8,7 +8,6 @@ from .._model.chain import Control, State
 from .._model.checks import compiled, describe, runtime_checks
 from .._model.model import PATH, check_model
 from .base import Solver, check_solver
-from .mechanism import mechanism_dynamics
 from .rank import INCONSISTENT, NONFINITE, SINGULAR, STATUS
 
 
@@ -16,11 +15,8 @@ from .rank import INCONSISTENT, NONFINITE, SINGULAR, STATUS
 # gradient and their vmaps reuse that trace and its derivatives; XLA inlines it
 @eqx.filter_jit
 def accelerations(model, state: State, control: Control, solver: Solver, stab=None):
-    """a (N, 2) of ``model`` (no checks: the integrators' acceleration function): a chain's own solve (seed 000 Part
-    I), a mechanism's constrained system M q_dd = Q + J^T lambda, J q_dd = gamma (seed 001 eq. 8.36)."""
-    if model.topology == PATH:
-        return solver(model, state, control, stab).a
-    return mechanism_dynamics(model, state, control, solver, stab).a
+    """a (N, 2) of ``model`` by ``solver`` (no checks: the integrators' acceleration function)."""
+    return solver(model, state, control, stab).a
 
 
 @compiled
@@ -49,17 +45,15 @@ def forward_dynamics(model, state: State, control: Control | None = None, *, sol
         raise TypeError(f"{who}: control must be a diffchain.Control or None, got {describe(control)}")
     control = model.zero_control(model.dtype) if control is None else control
     model.check_inputs(state, control, who)
-    if model.topology != PATH:
-        if held is not None:
-            raise ValueError(f"{who}: held joints (seed 000 Part II) are a chain's; a mechanism holds its angle stops "
-                             "in the event rollout, or prescribes an angle with a driver (MechanismBuilder.drive)")
-        sol = mechanism_dynamics(model, state, control, solver, stab)
-    elif held is None:
+    if held is not None and model.topology != PATH:
+        raise ValueError(f"{who}: held joints (seed 000 Part II) are a chain's; a mechanism holds its angle stops "
+                         "in the event rollout, or prescribes an angle with a driver (MechanismBuilder.drive)")
+    if held is None:
         sol = solver(model, state, control, stab)
     else:
         sol = solver.held(model, state, control, held, alpha_w, theta_bar, stab)
     if check:
-        sol = _checked(sol, who, getattr(model, "nominal_rank", -1))
+        sol = _checked(sol, who, model.nominal_rank)
     return sol if return_forces else sol.a
 
 

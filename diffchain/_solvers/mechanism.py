@@ -1,16 +1,13 @@
-"""A mechanism's constrained dynamics M q_dd = Q + J^T lambda, J q_dd = gamma (seed 001 §8.4-8.12, seed 004):
-:func:`mechanism_dynamics` with any dense solver (the terms: :mod:`diffchain._constraints.system`;
-:func:`diffchain.forward_dynamics` is its public entry), the joint reactions from the multipliers, and the terms of a
+"""What a mechanism's multipliers and a hand-written Lagrangian give (seed 001 §8.4-8.12, seed 004): the joint
+reactions from the multipliers of M q_dd = Q + J^T lambda, J q_dd = gamma (:func:`reactions`), and the terms of a
 Lagrangian written by hand (:func:`lagrange_terms`).
 """
 from __future__ import annotations
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from .._constraints.system import system_terms
-from .._model.chain import Control, State
+from .._model.chain import State
 from .._model.checks import compiled
 
 
@@ -21,14 +18,6 @@ def lagrange_terms(kinetic, potential, q, qd, Q_extra=None):
     mixed = jax.jvp(lambda q_: jax.grad(kinetic, argnums=1)(q_, qd), (q,), (qd,))[1]
     Q = dTdq - mixed - jax.grad(potential)(q)
     return M, Q if Q_extra is None else Q + Q_extra
-
-
-def mechanism_dynamics(mech, state: State, control: Control, solver, stab=None):
-    """A mechanism's :class:`Solution` (no checks: :func:`diffchain.forward_dynamics` is the public entry): the
-    accelerations a (N, 2) of its coordinate points, the multipliers lambda (``forces``, one per row of mech.phi) and
-    the rank information ``info`` (:class:`Info`) of M q_dd = Q + J^T lambda, J q_dd = gamma (seed 001 eq. 8.36)."""
-    sol = solver.system(*system_terms(mech, state, control, stab), mech.nominal_rank)
-    return eqx.tree_at(lambda s: s.a, sol, sol.a.reshape(state.x.shape))
 
 
 @compiled
