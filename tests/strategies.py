@@ -80,5 +80,5 @@ def consistent_start(chain, state):
     if rows:
         J = np.array(rows)
         v = v - (np.linalg.pinv(J) @ (J @ v.ravel())).reshape(n, 2)
-    chain = eqx.tree_at(lambda c: c.c, chain, jnp.sum(chain.s * state.x, -1))
+    chain = eqx.tree_at(lambda c: c.point_kinds.c, chain, jnp.sum(chain.s * state.x, -1))
     return chain, dc.State(state.x, jnp.asarray(v, state.v.dtype), state.t)

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 
 from .._model.geometry import links_c, rod_diff_c
 from .._model.chain import Chain
+from .kinds import slider_rhs
 
 
 def _inv(stab):
@@ -42,29 +43,6 @@ def rod_rhs(rx, ry, rho, inv_rho, dU, dV, l, w):
 def _slider_rhs(chain: Chain, X, Y, U, V, stab):
     """PD right-hand side of a slider row s_i^T a_i = -eps/T^2 - 2 eps'/T, eps = s_i^T x_i - c_i (seed §6.3, eq. 33)."""
     return slider_rhs(chain.s[:, 0], chain.s[:, 1], chain.c, X, Y, U, V, _inv(stab))
-
-
-def slider_rhs(sx, sy, c, X, Y, U, V, w):
-    """:func:`_slider_rhs` elementwise, w = 1/T."""
-    return -(sx * X + sy * Y - c) * w**2 - 2.0 * (sx * U + sy * V) * w
-
-
-def point_terms(model, P, V, a_w, stab=None):
-    """The point kinds of the first G points as two candidate rows each: S (G,2,2), active mask (G,2), right-hand side
-    beta (G,2) of S_i a_i = beta_i, at their positions P (G, 2) and velocities V (G, 2).
-
-    Rows are orthonormal, so the affine set of admissible accelerations is a_i = P_i a + a0_i with
-    P_i = I - sum_j S_ij^T S_ij and a0_i = sum_j S_ij^T beta_ij (see :func:`point_projector_c`).
-    """
-    guided, slider = model.guided, model.slider_mask
-    eye = jnp.broadcast_to(jnp.eye(2, dtype=P.dtype), guided.shape + (2, 2))
-    s_rows = jnp.stack([model.s, jnp.zeros_like(model.s)], 1)
-    S = jnp.where(guided[:, None, None], eye, s_rows)
-    mask = jnp.stack([guided | slider, guided], -1)
-    beta_s = _slider_rhs(model, P[:, 0], P[:, 1], V[:, 0], V[:, 1], stab)
-    beta_slider = jnp.stack([beta_s, jnp.zeros_like(beta_s)], -1)
-    beta = jnp.where(guided[:, None], a_w, beta_slider)
-    return S, mask, jnp.where(mask, beta, 0.0)
 
 
 def point_projector_c(chain: Chain, X, Y, U, V, a_w, stab=None):

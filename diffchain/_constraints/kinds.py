@@ -1,6 +1,9 @@
-"""The position-level constraint kinds of a model in natural coordinates (seed 003): distance (bodies' rigidity,
-massless rods), rod (a chain's), coincidence, point on a line and drivers. Each is a small record of vectorised rows;
-:class:`diffchain.MechanismBuilder` and :func:`diffchain.Chain` group them into a :class:`diffchain.Model`.
+"""The catalogue of a model's constraint kinds in natural coordinates (seed 003): at the position level distance
+(bodies' rigidity, massless rods), rod (a chain's), coincidence, point on a line and drivers, each a small record of
+vectorised rows of Phi(q, t); and the point kinds of seed 000 §6 (guided points, points on fixed lines), rows at the
+acceleration level. :class:`diffchain.MechanismBuilder` and :func:`diffchain.Chain` group them into a
+:class:`diffchain.Model`; :mod:`diffchain._constraints.system` assembles their rows (J, J_dot q_dot, the drift
+correction) for every model.
 """
 from __future__ import annotations
 
@@ -92,3 +95,47 @@ class Driver(eqx.Module):
         v = P[l] - P[k]
         Ru = jnp.cos(ft) * d + jnp.sin(ft) * jnp.stack([-d[1], d[0]])
         return (_cross(Ru, v) / self.scale)[None]
+
+
+def slider_rhs(sx, sy, c, X, Y, U, V, w):
+    """A slider row's right-hand side s_i^T a_i = -eps/T^2 - 2 eps'/T, eps = s_i^T x_i - c_i (seed 000 §6.3, eq. 33),
+    elementwise, w = 1/T (0: none)."""
+    return -(sx * X + sy * Y - c) * w**2 - 2.0 * (sx * U + sy * V) * w
+
+
+class PointKinds(eqx.Module):
+    """The point kinds of seed 000 §6 on the first G points of a model (a chain's every point; the mechanism builder
+    makes none), two candidate acceleration rows per point, S_i a_i = beta_i (the rows selected by a mask):
+
+      guided (G,):  a prescribed acceleration a^w_i (§6.1): S_i = I, beta_i = a^w_i (a fixed pin: a^w = 0);
+      slider (G,):  on the fixed line {x : s_i·x = c_i} (§6.3; ``s`` (G, 2) unit normals, ``c`` (G,) offsets):
+                    S_i = [s_i^T; 0], beta_i = [the PD term of eq. 33; 0]; ``guided`` wins where both are set.
+    """
+    guided: jax.Array
+    slider: jax.Array
+    s: jax.Array
+    c: jax.Array
+
+    @property
+    def slider_mask(self):
+        """Points that move on a fixed line and are not guided."""
+        return self.slider & ~self.guided
+
+    def rows(self, P, V, a_w, w):
+        """S (G, 2, 2), mask (G, 2) and beta (G, 2) at the points' positions P (G, 2), velocities V (G, 2) and
+        prescribed accelerations a_w (G, 2), w = 1/T of the drift correction (0: none). The rows are orthonormal, so
+        the admissible accelerations are a_i = P_i a + a0_i with P_i = I - sum_j S_ij^T S_ij and
+        a0_i = sum_j S_ij^T beta_ij (:func:`diffchain._constraints.chain.projector`)."""
+        guided, slider = self.guided, self.slider_mask
+        eye = jnp.broadcast_to(jnp.eye(2, dtype=P.dtype), guided.shape + (2, 2))
+        S = jnp.where(guided[:, None, None], eye, jnp.stack([self.s, jnp.zeros_like(self.s)], 1))
+        mask = jnp.stack([guided | slider, guided], -1)
+        beta_s = slider_rhs(self.s[:, 0], self.s[:, 1], self.c, P[:, 0], P[:, 1], V[:, 0], V[:, 1], w)
+        beta = jnp.where(guided[:, None], a_w, jnp.stack([beta_s, jnp.zeros_like(beta_s)], -1))
+        return S, mask, jnp.where(mask, beta, 0.0)
+
+    def residual(self, P):
+        """The rows' position errors (G, 2) at P (G, 2): a slider's s_i^T p_i - c_i, 0 elsewhere (a guided point is
+        where its prescribed motion puts it)."""
+        line = jnp.where(self.slider_mask, jnp.sum(self.s * P, -1) - self.c, 0.0)
+        return jnp.stack([line, jnp.zeros_like(line)], -1)

@@ -7,7 +7,7 @@ The rows, in this order:
     - 2 Phi_qt q_d - Phi_tt by automatic differentiation (:func:`constraint_terms`);
   * the point kinds of seed 000 §6, two rows per point that carries one (a chain's points; the mechanism builder makes
     none): S_i a_i = beta_i, a guided point's a_i = a^w_i (§6.1), a slider's s_i^T a_i = 0 on the line
-    {s_i^T x = c_i} (§6.3) (:func:`~diffchain._constraints.chain.point_terms`);
+    {s_i^T x = c_i} (§6.3) (:class:`~diffchain._constraints.kinds.PointKinds`);
   * with ``active``, a chain's held joints (seed 000 Part II, eq. 13; :mod:`diffchain._constraints.held`), whose
     multipliers are the holding torques tau_w.
 One drift correction for all (time constant T = ``stab``): every violated quantity eps obeys
@@ -23,7 +23,7 @@ import jax.numpy as jnp
 from .._model.chain import Control, State
 from .._model.forces import external_forces
 from .._model.model import PATH
-from .chain import point_terms
+from .chain import _inv
 from .held import _active_mask, active_terms, joint_rows
 
 
@@ -49,11 +49,11 @@ def constraint_terms(phi, q, qd, t, stab=None):
 
 
 def point_rows(model, q, qd, a_w, stab=None):
-    """J (2G, 2N), gamma (2G,), on (2G,) of the point kinds of the first G points (G = ``model.guided.shape[0]``),
-    two rows per point (x, then y): a guided point's both, a slider's first."""
+    """J (2G, 2N), gamma (2G,), on (2G,) of the point kinds of the first G points (:class:`~diffchain._constraints.kinds.PointKinds`), two rows per
+    point (x, then y): a guided point's both, a slider's first."""
     G = model.guided.shape[0]
     P, V = model.points(q)[:G], model.point_velocities(qd)[:G]
-    S, mask, beta = point_terms(model, P, V, a_w[:G], stab)
+    S, mask, beta = model.point_kinds.rows(P, V, a_w[:G], _inv(stab))
     g = jnp.arange(G)
     J = jnp.zeros((G, 2, G, 2), q.dtype).at[g, :, g, :].set(S).reshape(2 * G, 2 * G)
     J = J if model.W is None else J @ model.W[: 2 * G]
@@ -62,12 +62,8 @@ def point_rows(model, q, qd, a_w, stab=None):
 
 
 def point_residual(model, q):
-    """The point rows' position errors (2G,) (rows of :func:`point_rows`): a slider's s_i^T p_i - c_i, 0 elsewhere (a
-    guided point is where its prescribed motion puts it)."""
-    G = model.guided.shape[0]
-    P = model.points(q)[:G]
-    line = jnp.where(model.slider_mask, jnp.sum(model.s * P, -1) - model.c, 0.0)
-    return jnp.stack([line, jnp.zeros_like(line)], -1).reshape(-1)
+    """The point rows' position errors (2G,) (:meth:`~diffchain._constraints.kinds.PointKinds.residual`)."""
+    return model.point_kinds.residual(model.points(q)[: model.guided.shape[0]]).reshape(-1)
 
 
 def constraint_rows(model, state: State, a_w, stab=None):

@@ -50,7 +50,7 @@ def constrained_dynamics(chain: Chain, events: Events, es: EventState, x, v, t, 
     stuck, held = es.stuck, es.held
     w = 1.0 / stab
     g = jnp.where(impulse, 0.0, chain.g)
-    ch = eqx.tree_at(lambda c: (c.guided, c.g), chain, (chain.guided | stuck, g))
+    ch = eqx.tree_at(lambda c: (c.point_kinds.guided, c.g), chain, (chain.guided | stuck, g))
     pd = -(x - es.pin) * w**2 - 2.0 * v * w
     a_w = jnp.where(stuck[:, None], jnp.where(impulse, -v, pd), jnp.where(impulse, 0.0, control.a_w))
     u = Control(jnp.where(impulse, 0.0, control.tau), jnp.where(impulse, 0.0, control.forces()), a_w)

@@ -12,7 +12,7 @@ import numpy as np
 from .chain import G, State
 from .host import array
 from .model import GENERAL, Bodies, Model
-from .._constraints.kinds import _R, Coincide, Distance, Driver, OnLine
+from .._constraints.kinds import _R, Coincide, Distance, Driver, OnLine, PointKinds
 
 
 def _finite_float(value, name):
@@ -285,8 +285,8 @@ class MechanismBuilder:
         P, f = len(self.names), lambda v: array(v, dtype)  # noqa: E731
         mech = Model(
             W=f(W), offset=f(c), m=f(self.mass), bodies=bodies, g=f(self.g), dist=dist, coin=coin, line=line,
-            drivers=tuple(self.drivers), on=array(np.ones((n_rows,), bool)), guided=array(np.zeros((0,), bool)),
-            slider=array(np.zeros((0,), bool)), s=f(np.zeros((0, 2))), c=f(np.zeros((0,))),
+            drivers=tuple(self.drivers), on=array(np.ones((n_rows,), bool)),
+            point_kinds=PointKinds(*(array(np.zeros((0,), bool)),) * 2, f(np.zeros((0, 2))), f(np.zeros((0,)))),
             spring_idx=array(np.asarray([s[:2] for s in sp], int).reshape(-1, 2)),
             spring_k=f(fa(sp, 2)), spring_L0=f(fa(sp, 3)), spring_c=f(fa(sp, 4)),
             motor_idx=array(np.asarray(self.motors, int).reshape(-1, 4)),

@@ -95,7 +95,7 @@ def _path_model(a, guided, slider) -> Model:
     """The :class:`Model` of a chain from its checked arrays ``a`` (:func:`Chain`): rods i -> i+1 as :class:`Rod` rows,
     links as bodies, and at every joint a motor and a damper (joint i: link i against link i-1, the world where
     there is none)."""
-    from .._constraints.kinds import Coincide, OnLine, Rod
+    from .._constraints.kinds import Coincide, OnLine, PointKinds, Rod
     from .model import Bodies
 
     m, dtype = a["m"], a["m"].dtype
@@ -110,7 +110,7 @@ def _path_model(a, guided, slider) -> Model:
     bodies = Bodies(start, end, a["link_mass"], a["link_com"], a["link_inertia"]) if "link_mass" in a else None
     return Model(W=None, offset=None, m=m, bodies=bodies, g=a["g"], dist=Rod(start, end, a["l"]),
                  coin=Coincide(none_i, none_i), line=OnLine(none_i, none_i, none_i, none_f), drivers=(), on=None,
-                 guided=guided, slider=slider, s=a["s"], c=a["c"], spring_idx=_array(np.zeros((0, 2), int)),
+                 point_kinds=PointKinds(guided, slider, a["s"], a["c"]), spring_idx=_array(np.zeros((0, 2), int)),
                  spring_k=none_f, spring_L0=none_f, spring_c=none_f, motor_idx=joints, damper_idx=joints,
                  damper_c=a["k_omega"], k_v=a["k_v"], limit_idx=_array(np.zeros((0, 4), int)), limit_lo=none_f,
                  limit_hi=none_f, topology=PATH)

@@ -64,10 +64,11 @@ class Model(eqx.Module):
     ``g`` gravity along -y; they give :attr:`M` and :attr:`f_g`.
     Constraints (each with its mask): ``dist`` distance rows (a chain's rods, rod i joining points i and i+1, lengths
     :attr:`l`), ``coin`` coincidences, ``line`` points on lines through two points, ``drivers`` (rows of f(t)) and
-    ``on`` (the mask of these rows; None on a chain, whose rods are on unless both ends are guided); the point kinds of
-    the first G points (a chain's G = n, the mechanism builder's G = 0): ``guided`` (G,) points with a prescribed
-    acceleration a^w (seed 000 §6.1), ``slider`` (G,) points on the fixed lines {x : s_i·x = c_i} (``s`` (G, 2) unit
-    normals, ``c`` (G,) offsets; seed 000 §6.3).
+    ``on`` (the mask of these rows; None on a chain, whose rods are on unless both ends are guided); ``point_kinds``
+    (:class:`~diffchain._constraints.kinds.PointKinds`) of the first G points (a chain's G = n, the mechanism
+    builder's G = 0): :attr:`guided` (G,) points with a prescribed acceleration a^w (seed 000 §6.1), :attr:`slider`
+    (G,) points on the fixed lines {x : s_i·x = c_i} (:attr:`s` (G, 2) unit normals, :attr:`c` (G,) offsets; seed 000
+    §6.3).
     Forces: springs (``spring_idx`` point pairs, stiffness, free length, damper), motors (``motor_idx`` index
     quadruples i, j, k, l: the torque acts on body k->l and, reacting, on body i->j; indices -2, -1 are the world
     frame's (0, 0), (1, 0)), rotational dampers (``damper_idx`` as the motors', ``damper_c``: torque -c times the
@@ -93,10 +94,7 @@ class Model(eqx.Module):
     line: eqx.Module
     drivers: tuple
     on: jax.Array | None
-    guided: jax.Array
-    slider: jax.Array
-    s: jax.Array
-    c: jax.Array
+    point_kinds: eqx.Module
     spring_idx: jax.Array
     spring_k: jax.Array
     spring_L0: jax.Array
@@ -162,9 +160,29 @@ class Model(eqx.Module):
         return None if self.bodies is None else self.bodies.inertia
 
     @property
+    def guided(self):
+        """Points with a prescribed acceleration (G,) (:attr:`point_kinds`)."""
+        return self.point_kinds.guided
+
+    @property
+    def slider(self):
+        """Points on a fixed line (G,) (:attr:`point_kinds`)."""
+        return self.point_kinds.slider
+
+    @property
+    def s(self):
+        """The sliders' unit normals (G, 2) (:attr:`point_kinds`)."""
+        return self.point_kinds.s
+
+    @property
+    def c(self):
+        """The sliders' line offsets (G,): point i stays on {x : s_i·x = c_i} (:attr:`point_kinds`)."""
+        return self.point_kinds.c
+
+    @property
     def slider_mask(self):
         """Points that move on a fixed line and are not guided."""
-        return self.slider & ~self.guided
+        return self.point_kinds.slider_mask
 
     @property
     def rod_on(self):

@@ -47,7 +47,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from .._constraints.chain import slider_rhs
+from .._constraints.kinds import slider_rhs
 from .._model.forces import _speed
 from .._model.chain import Chain, Control, State
 

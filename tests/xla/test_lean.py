@@ -31,7 +31,7 @@ def lean_problem(n, seed, sliders=True):
     chain, state, control, _ = make_problem(n, seed, pose="random")
     chain = eqx.tree_at(lambda c: (c.k_omega, c.k_v), chain, (jnp.zeros_like(chain.k_omega), jnp.zeros_like(chain.k_v)))
     if not sliders:
-        chain = eqx.tree_at(lambda c: c.slider, chain, jnp.zeros_like(chain.slider))
+        chain = eqx.tree_at(lambda c: c.point_kinds.slider, chain, jnp.zeros_like(chain.slider))
     chain, state = consistent_start(chain, state)
     return chain, dc.check_state(chain, state), control
 
