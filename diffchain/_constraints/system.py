@@ -2,12 +2,12 @@
 coordinates), assembled in one place from the catalogue of constraint kinds, for any topology and any dense solver.
 
 The rows, in this order:
-  * the position-level kinds, Phi(q, t) = 0 (:meth:`diffchain._model.model.Model.phi`: distances, coincidences,
-    points on lines, drivers; :mod:`diffchain._constraints.kinds`): J = dPhi/dq and gamma = -(J q_d)_q q_d
+  * the position-level kinds, Phi(q, t) = 0 (:meth:`diffchain._model.model.Model.phi`: distances, a chain's rods,
+    coincidences, points on lines, drivers; :mod:`diffchain._constraints.kinds`): J = dPhi/dq and gamma = -(J q_d)_q q_d
     - 2 Phi_qt q_d - Phi_tt by automatic differentiation (:func:`constraint_terms`);
   * the point kinds of seed 000 §6, two rows per point that carries one (a chain's points; the mechanism builder makes
-    none): S_i a_i = beta_i, a guided point's a_i = a^w_i (§6.1), a slider's s_i^T a_i = 0 on the line
-    {s_i^T x = c_i} (§6.3) (:class:`~diffchain._constraints.kinds.PointKinds`);
+    none): S_i a_i = beta_i, a guided point's a_i = a^w_i (§6.1), a slider's s_i^T a_i = (its drift correction) on
+    the line {s_i^T x = c_i} (§6.3) (:class:`~diffchain._constraints.kinds.PointKinds`);
   * with ``active``, a chain's held joints (seed 000 Part II, eq. 13; :mod:`diffchain._constraints.held`), whose
     multipliers are the holding torques tau_w.
 One drift correction for all (time constant T = ``stab``): every violated quantity eps obeys
@@ -49,8 +49,9 @@ def constraint_terms(phi, q, qd, t, stab=None):
 
 
 def point_rows(model, q, qd, a_w, stab=None):
-    """J (2G, 2N), gamma (2G,), on (2G,) of the point kinds of the first G points (:class:`~diffchain._constraints.kinds.PointKinds`), two rows per
-    point (x, then y): a guided point's both, a slider's first."""
+    """J (2G, 2N), gamma (2G,), on (2G,) of the point kinds of the first G points
+    (:class:`~diffchain._constraints.kinds.PointKinds`), two rows per point (x, then y): a guided point's both, a
+    slider's first."""
     G = model.guided.shape[0]
     P, V = model.points(q)[:G], model.point_velocities(qd)[:G]
     S, mask, beta = model.point_kinds.rows(P, V, a_w[:G], _inv(stab))

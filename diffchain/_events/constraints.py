@@ -7,7 +7,7 @@ A stuck contact point p_i = W_i q + c_i (affine in q) adds two rows W_i q_dd = a
 towards its pin (seed eq. 33); its multipliers are the obstacle's force on the point, R_i. A held stop or joint adds
 one row G_j q_dd = -q_d^T H_j q_d + (PD towards the limit), G_j = d theta_j / dq of its angle theta_j (a chain's joint
 angle: the row of seed eq. 13); its multiplier is the holding torque tau_w_j. The model's own rows are those of
-:func:`diffchain._constraints.system.constraint_rows` (Phi's rows and the point kinds).
+:func:`diffchain._constraints.system.constraint_jacobian` (Phi's rows and the point kinds).
 """
 from __future__ import annotations
 
@@ -142,7 +142,7 @@ def impulse_projection(model: Model, events: Events, es: EventState, x, v, t):
     stretch; the seed's rule taken literally keeps their stretching rates (its solver sees v = 0), and where the
     constrained velocities degenerate (a nearly straight run between pins: J nearly rank-deficient) it amplifies
     their drift by 1/sin of the bend. The projection never raises the kinetic energy (a rheonomic driver aside),
-    singular or not (:func:`diffchain._events.dynamics._mass_metric_step`)."""
+    singular or not (:func:`_mass_metric_step`)."""
     J, scale, _ = _active(model, events, es, x, t)
     n_phi, n_pt = model.rows_on.shape[0], 2 * model.guided.shape[0]
     phi_t = jax.jvp(lambda t_: model.phi(x.reshape(-1), t_), (jnp.asarray(t, x.dtype),), (jnp.ones((), x.dtype),))[1]

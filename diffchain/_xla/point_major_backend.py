@@ -116,7 +116,8 @@ class PointMajor(Backend):
 
 
 # a chain's arrays with a cotangent in the point-major adjoint: their paths in the model, their names there
-CHAIN_LEAVES = {"m": "m", "dist.L": "l", "g": "g", "damper_c": "k_omega", "k_v": "k_v", "s": "s", "c": "c"}
+CHAIN_LEAVES = {"m": "m", "dist.L": "l", "g": "g", "damper_c": "k_omega", "k_v": "k_v", "point_kinds.s": "s",
+                "point_kinds.c": "c"}
 
 
 def _key(path):
