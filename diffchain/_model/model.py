@@ -26,6 +26,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from .._constraints.kinds import PointKinds
 from .checks import compiled
 
 PATH, GENERAL = "path", "general"
@@ -94,7 +95,7 @@ class Model(eqx.Module):
     line: eqx.Module
     drivers: tuple
     on: jax.Array | None
-    point_kinds: eqx.Module
+    point_kinds: PointKinds
     spring_idx: jax.Array
     spring_k: jax.Array
     spring_L0: jax.Array

@@ -37,9 +37,9 @@ class Solution(eqx.Module):
 
     ``a``: the accelerations, a model's points' (N, 2) or a system's q_dd (N,); ``forces``: the constraint forces, the
     multipliers lambda of a model's rows of Phi (a chain's rod tensions phi (n-1,): the force of rod i on point i+1 is
-    r_i phi_i; :func:`~diffchain.reactions` turns a mechanism's into joint forces) or of a system's rows of J; ``tau_w``: the torques (n,) that hold a chain's held joints (seed 000 Part II; 0 at
-    the others), None where no joint is held; ``info``: the rank information of a dense solve of a system
-    (:class:`Info`), None otherwise."""
+    r_i phi_i; :func:`~diffchain.reactions` turns a mechanism's into joint forces) or of a system's rows of J;
+    ``tau_w``: the torques (n,) that hold a chain's held joints (seed 000 Part II; 0 at the others), None where no
+    joint is held; ``info``: the rank information of a dense solve of a system (:class:`Info`), None otherwise."""
 
     a: jax.Array
     forces: jax.Array
