@@ -1,7 +1,8 @@
 """The catalogue of a model's constraint kinds in natural coordinates (seed 003): at the position level distance
 (bodies' rigidity, massless rods), rod (a chain's), coincidence, point on a line and drivers, each a small record of
-vectorised rows of Phi(q, t); and the point kinds of seed 000 §6 (guided points, points on fixed lines), rows at the
-acceleration level. :class:`diffchain.MechanismBuilder` and :func:`diffchain.Chain` group them into a
+vectorised rows of Phi(q, t); the point kinds of seed 000 §6 (guided points, points on fixed lines), rows at the
+acceleration level; and the one-sided kinds the event rollout switches on, contacts (seed 000 §7) and angles held at
+a limit (§12.1; a chain's held joints in the dense form). :class:`diffchain.MechanismBuilder` and :func:`diffchain.Chain` group them into a
 :class:`diffchain.Model`; :mod:`diffchain._constraints.system` assembles their rows (J, J_dot q_dot, the drift
 correction) for every model.
 """
@@ -139,3 +140,50 @@ class PointKinds(eqx.Module):
         where its prescribed motion puts it)."""
         line = jnp.where(self.slider_mask, jnp.sum(self.s * P, -1) - self.c, 0.0)
         return jnp.stack([line, jnp.zeros_like(line)], -1)
+
+
+def contact_jacobian(model, x):
+    """W_i (F, 2, 2N): the contact points' rows of W at the coordinate points x (N, 2) (a chain's: the identity;
+    features beyond the points: 0)."""
+    return jax.jacfwd(model.contact_points)(x).reshape(model.n_features, 2, -1)
+
+
+class Contacts(eqx.Module):
+    """Contact points held on an obstacle line (seed 000 §7; one-sided: the event rollout releases a point the line
+    would pull): the contact features marked ``on`` (F,), each at its ``pin`` (F, 2) on a line of unit ``normal``
+    (F, 2). Two rows per feature, W_i q_dd = a^w_i (a point p_i = W_i q + c_i is affine in q), a^w_i the PD correction
+    towards the pin (eq. 33); their multipliers are the obstacle's force on the point."""
+    on: jax.Array
+    pin: jax.Array
+    normal: jax.Array
+
+    def jacobian(self, model, x):
+        """J (2F, 2N) and on (2F,) at the coordinate points x (N, 2)."""
+        return contact_jacobian(model, x).reshape(2 * self.on.shape[0], -1), jnp.repeat(self.on, 2)
+
+    def rows(self, model, x, v, w):
+        """J (2F, 2N), gamma (2F,) and on (2F,) at x, v (N, 2), w = 1/T of the drift correction."""
+        a_w = -(model.contact_points(x) - self.pin) * w**2 - 2.0 * model.contact_rates(v) * w
+        J, on = self.jacobian(model, x)
+        return J, a_w.reshape(-1), on
+
+
+class Stops(eqx.Module):
+    """Angles held at a limit (seed 000 §12.1, one-sided angle limits: a mechanism's stops, a chain's joints; the
+    active joints of Part II in the dense form): the limit features marked ``on`` (F,) held at ``limit`` (F,),
+    ``theta`` (F,) their angles on the continuous branch. One row per feature, G_j q_dd = -q_d^T H_j q_d
+    - (theta_j - limit_j)/T^2 - 2 omega_j/T with G_j = d theta_j / dq (a chain's joint: the row of seed eq. 13); its
+    multiplier is the holding torque."""
+    on: jax.Array
+    limit: jax.Array
+    theta: jax.Array
+
+    def jacobian(self, model, x):
+        """G (F, 2N) and on (F,) at the coordinate points x (N, 2)."""
+        return jax.jacfwd(lambda q: model.feature_angles(q.reshape(x.shape)))(x.reshape(-1)), self.on
+
+    def rows(self, model, x, v, w):
+        """G (F, 2N), gamma (F,) and on (F,) at x, v (N, 2), w = 1/T of the drift correction."""
+        omega, vHv = model.angle_rates(x, v, jnp.zeros_like(v))  # (alpha with q_dd = 0: q_d^T H q_d)
+        G, on = self.jacobian(model, x)
+        return G, -vHv - (self.theta - self.limit) * w**2 - 2.0 * omega * w, on

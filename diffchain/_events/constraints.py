@@ -3,11 +3,12 @@ impact's velocity jump and the projection onto every constraint switched on (:fu
 :func:`project_onto_active`), and a dense solver's accelerations with the event rows added to the model's own
 (:func:`constrained_dynamics`; the recursion's form of a chain: :mod:`diffchain._events.dynamics`).
 
-A stuck contact point p_i = W_i q + c_i (affine in q) adds two rows W_i q_dd = a^w_i, with a^w_i the PD correction
-towards its pin (seed eq. 33); its multipliers are the obstacle's force on the point, R_i. A held stop or joint adds
-one row G_j q_dd = -q_d^T H_j q_d + (PD towards the limit), G_j = d theta_j / dq of its angle theta_j (a chain's joint
-angle: the row of seed eq. 13); its multiplier is the holding torque tau_w_j. The model's own rows are those of
-:func:`diffchain._constraints.system.constraint_jacobian` (Phi's rows and the point kinds).
+The event state's stuck points and held stops are kinds of the catalogue
+(:class:`~diffchain._constraints.kinds.Contacts`, :class:`~diffchain._constraints.kinds.Stops`): two rows
+W_i q_dd = a^w_i per stuck point, whose multipliers are the obstacle's force on the point, R_i; one row
+G_j q_dd = -q_d^T H_j q_d + (PD towards the limit) per held stop or joint, whose multiplier is the holding torque
+tau_w_j. The model's own rows are those of
+:mod:`diffchain._constraints.system` (Phi's rows and the point kinds).
 """
 from __future__ import annotations
 
@@ -16,21 +17,12 @@ import jax.numpy as jnp
 
 from .._model.chain import Control, State
 from .._model.model import Model
+from .._constraints.kinds import Contacts, Stops, contact_jacobian
 from .._constraints.system import constraint_jacobian, point_residual, system_terms
 from .._xla.batching import rare_cond
 from .detection import _slack, limit_arc
 from .._xla.linalg import apply_q, apply_qt, cholesky, householder_qr, solve_lower, solve_upper
 from .state import EventState, Events
-
-
-def _limit_jacobian(model: Model, x):
-    """G (F, 2N): the limit features' d theta / dq (a chain's joints: the rows of seed eq. 13; padding: 0)."""
-    return jax.jacfwd(lambda q: model.feature_angles(q.reshape(x.shape)))(x.reshape(-1))
-
-
-def _contact_jacobian(model: Model, x):
-    """W_i (F, 2, 2N): the contact points' rows of W (a chain's: the identity; padding: 0)."""
-    return jax.jacfwd(model.contact_points)(x).reshape(model.n_features, 2, -1)
 
 
 def _metric(model: Model):
@@ -69,16 +61,20 @@ def _mass_metric_step(mass, J, q, target):
     return q_new.reshape(q.shape) - q
 
 
-def _event_rows(model: Model, events: Events, es: EventState, x):
-    """The rows (J_e (3F, 2N), on (3F,)) of the event constraints: two per contact point (on where stuck), one per
-    stop (on where held), and the stops' angles theta (F,) and limits (F,) on their continuous branch."""
-    F = model.n_features
-    G = _limit_jacobian(model, x)
+def _event_kinds(model: Model, events: Events, es: EventState, x):
+    """The event constraints of ``es`` as catalogue kinds: its stuck points (:class:`Contacts`) and its held stops
+    (:class:`Stops`, at their limits, the angles on their continuous branch)."""
     lo, hi, _ = limit_arc(events)
     theta = model.feature_angles(x, es.theta)
     limit = jnp.where(es.held, jnp.where(es.side > 0, hi, lo), theta)  # (finite: a free stop's row is off)
-    rows = jnp.concatenate([_contact_jacobian(model, x).reshape(2 * F, -1), G])
-    return rows, jnp.concatenate([jnp.repeat(es.stuck, 2), es.held]), theta, limit
+    return Contacts(es.stuck, es.pin, es.normal), Stops(es.held, limit, theta)
+
+
+def _stacked(rows):
+    """The rows of several kinds, (J, gamma, on) or (J, on) each, as one set; rows switched off zero."""
+    parts = [jnp.concatenate(p) for p in zip(*rows)]
+    on = parts[-1]
+    return (jnp.where(on[:, None], parts[0], 0.0),) + tuple(jnp.where(on, p, 0.0) for p in parts[1:-1]) + (on,)
 
 
 def constrained_dynamics(model: Model, events: Events, es: EventState, x, v, t, control: Control, stab, impulse,
@@ -88,15 +84,9 @@ def constrained_dynamics(model: Model, events: Events, es: EventState, x, v, t, 
     docstring). With ``impulse`` (a traced bool) the returned a is the velocity jump instead
     (:func:`impulse_projection`)."""
     F = model.n_features
-    w = 1.0 / stab
     M, Q, J, gamma, on = system_terms(model, State(x, v, t), control, stab)
-    rows, on_e, theta, limit = _event_rows(model, events, es, x)
-    a_c = -(model.contact_points(x) - es.pin) * w**2 - 2.0 * model.contact_rates(v) * w
-    omega, vHv = model.angle_rates(x, v, jnp.zeros_like(v))  # (alpha with q_dd = 0: q_d^T H q_d)
-    a_l = -vHv - (theta - limit) * w**2 - 2.0 * omega * w
-    gamma_e = jnp.where(on_e, jnp.concatenate([a_c.reshape(-1), a_l]), 0.0)
-    sol = solver.system(M, Q, jnp.concatenate([J, jnp.where(on_e[:, None], rows, 0.0)]),
-                        jnp.concatenate([gamma, gamma_e]), jnp.concatenate([on, on_e]))
+    J_e, gamma_e, on_e = _stacked([k.rows(model, x, v, 1.0 / stab) for k in _event_kinds(model, events, es, x)])
+    sol = solver.system(M, Q, jnp.concatenate([J, J_e]), jnp.concatenate([gamma, gamma_e]), jnp.concatenate([on, on_e]))
     qdd, lam = sol.a, sol.forces
     nJ = J.shape[0]
     a, R, tau_w = qdd.reshape(x.shape), lam[nJ:nJ + 2 * F].reshape(F, 2), lam[nJ + 2 * F:]
@@ -113,18 +103,18 @@ def _active(model: Model, events: Events, es: EventState, x, t, positions=False)
     along the obstacle's normal, z^T (p_i - pin_i): where the point lands is fixed by the other constraints (a point
     of a closed chain or a mechanism moves on a curve, which its pin, set from the quadratic's crossing, misses by the
     quantum's drift); along the line it stays where it is."""
-    q = x.reshape(-1)
+    q, F = x.reshape(-1), model.n_features
     J, _ = constraint_jacobian(model, x, t)
-    rows, on_e, theta, limit = _event_rows(model, events, es, x)
+    kinds = _event_kinds(model, events, es, x)
+    rows, on_e = _stacked([k.jacobian(model, x) for k in kinds])
     gap = model.contact_points(x) - es.pin
     if positions:
-        F = model.n_features
-        Wc = _contact_jacobian(model, x)
-        rows = rows.at[:2 * F].set(jnp.stack([jnp.einsum("fd,fdn->fn", es.normal, Wc), jnp.zeros_like(Wc[:, 0])], 1
-                                             ).reshape(2 * F, -1))
+        Wc = contact_jacobian(model, x)
+        normal = jnp.stack([jnp.einsum("fd,fdn->fn", es.normal, Wc), jnp.zeros_like(Wc[:, 0])], 1).reshape(2 * F, -1)
+        rows = rows.at[:2 * F].set(jnp.where(on_e[:2 * F, None], normal, 0.0))
         gap = jnp.stack([jnp.sum(es.normal * gap, -1), jnp.zeros_like(gap[:, 0])], 1)
-    J = jnp.concatenate([J, jnp.where(on_e[:, None], rows, 0.0)])
-    phi = jnp.concatenate([model.phi(q, t), point_residual(model, q), gap.reshape(-1), theta - limit])
+    J = jnp.concatenate([J, rows])
+    phi = jnp.concatenate([model.phi(q, t), point_residual(model, q), gap.reshape(-1), kinds[1].theta - kinds[1].limit])
     norm = jnp.sqrt(jnp.sum(J * J, -1))
     scale = jnp.where(norm > 0, norm, 1.0)
     return J / scale[:, None], scale, jnp.where(norm > 0, phi, 0.0)
@@ -169,7 +159,7 @@ def onto_obstacles(model: Model, events: Events, stuck, x):
     chain's points move alone: :func:`diffchain._events.detection.onto_obstacles`.)"""
     F, q = model.n_features, x.reshape(-1)
     J = jax.jacfwd(model.phi)(q, 0.0)
-    Wc = _contact_jacobian(model, x)
+    Wc = contact_jacobian(model, x)
     free = model.free_contacts(events.contact, stuck)
     keep = jnp.concatenate([J, jnp.where(jnp.repeat(stuck, 2)[:, None], Wc.reshape(2 * F, -1), 0.0)])
     moved = jnp.zeros((), bool)
