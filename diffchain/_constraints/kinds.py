@@ -143,9 +143,11 @@ class PointKinds(eqx.Module):
 
 
 def contact_jacobian(model, x):
-    """W_i (F, 2, 2N): the contact points' rows of W at the coordinate points x (N, 2) (a chain's: the identity;
-    features beyond the points: 0)."""
-    return jax.jacfwd(model.contact_points)(x).reshape(model.n_features, 2, -1)
+    """W_i (F, 2, 2N): the contact points' rows of W (the points are affine in the coordinates x (N, 2); a chain's:
+    the identity; features beyond the points: 0)."""
+    n2 = 2 * x.shape[0]
+    W = (jnp.eye(n2, dtype=x.dtype) if model.W is None else model.W).reshape(-1, 2, n2)
+    return jnp.concatenate([W, jnp.zeros((model.n_features - W.shape[0], 2, n2), W.dtype)])
 
 
 class Contacts(eqx.Module):
