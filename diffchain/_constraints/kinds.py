@@ -2,7 +2,7 @@
 (bodies' rigidity, massless rods), rod (a chain's), coincidence, point on a line and drivers, each a small record of
 vectorised rows of Phi(q, t); the point kinds of seed 000 §6 (guided points, points on fixed lines), rows at the
 acceleration level; and the one-sided kinds the event rollout switches on, contacts (seed 000 §7) and angles held at
-a limit (§12.1; a chain's held joints in the dense form). :class:`diffchain.MechanismBuilder` and :func:`diffchain.Chain` group them into a
+a limit (§12.1: a mechanism's stops, a chain's held joints). :class:`diffchain.MechanismBuilder` and :func:`diffchain.Chain` group them into a
 :class:`diffchain.Model`; :mod:`diffchain._constraints.system` assembles their rows (J, J_dot q_dot, the drift
 correction) for every model.
 """
@@ -171,8 +171,9 @@ class Contacts(eqx.Module):
 
 
 class Stops(eqx.Module):
-    """Angles held at a limit (seed 000 §12.1, one-sided angle limits: a mechanism's stops, a chain's joints; the
-    active joints of Part II in the dense form): the limit features marked ``on`` (F,) held at ``limit`` (F,),
+    """Angles held at a limit (seed 000 §12.1, one-sided angle limits: a mechanism's stops, a chain's held joints in
+    the impact rule and the projections; the recursion holds a chain's as its Part II active joints): the limit
+    features marked ``on`` (F,) held at ``limit`` (F,),
     ``theta`` (F,) their angles on the continuous branch. One row per feature, G_j q_dd = -q_d^T H_j q_d
     - (theta_j - limit_j)/T^2 - 2 omega_j/T with G_j = d theta_j / dq (a chain's joint: the row of seed eq. 13); its
     multiplier is the holding torque."""
