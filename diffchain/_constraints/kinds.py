@@ -173,10 +173,9 @@ class Contacts(eqx.Module):
 class Stops(eqx.Module):
     """Angles held at a limit (seed 000 §12.1, one-sided angle limits: a mechanism's stops, a chain's held joints in
     the impact rule and the projections; the recursion holds a chain's as its Part II active joints): the limit
-    features marked ``on`` (F,) held at ``limit`` (F,),
-    ``theta`` (F,) their angles on the continuous branch. One row per feature, G_j q_dd = -q_d^T H_j q_d
-    - (theta_j - limit_j)/T^2 - 2 omega_j/T with G_j = d theta_j / dq (a chain's joint: the row of seed eq. 13); its
-    multiplier is the holding torque."""
+    features marked ``on`` (F,) held at ``limit`` (F,), ``theta`` (F,) their angles on the continuous branch. One row
+    per feature, G_j q_dd = -q_d^T H_j q_d - (theta_j - limit_j)/T^2 - 2 omega_j/T with G_j = d theta_j / dq (a
+    chain's joint: the row of seed eq. 13); its multiplier is the holding torque."""
     on: jax.Array
     limit: jax.Array
     theta: jax.Array
