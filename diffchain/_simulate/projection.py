@@ -89,8 +89,7 @@ def position_residual(chain: Chain, x):
     s_i^T x_i - c_i (n,) (0 off the sliders)."""
     _, _, rho, _, _, _ = links_c(x[:, 0], x[:, 1])
     rod = jnp.where(chain.rod_on, rho - chain.l, 0.0)
-    line = jnp.where(chain.slider_mask, jnp.sum(chain.s * x, -1) - chain.c, 0.0)
-    return rod, line
+    return rod, chain.point_kinds.residual(x)[:, 0]
 
 
 def velocity_residual(chain: Chain, x, v):
