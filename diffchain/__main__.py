@@ -9,6 +9,7 @@ picture: the stroboscopic motion on the left, the relative energy error and the 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -109,7 +110,9 @@ def bench(args) -> int:
 
     from diffchain._bench.suite import main as bench_main
 
-    jax.config.update("jax_enable_x64", True)  # float64 rows (float32 ones cast their models and starts)
+    # float64 rows (float32 ones cast their models and starts); MJX computes in float32 only without x64
+    x64 = args.mjx_worker is None or json.loads(args.mjx_worker)["dtype"] == "float64"
+    jax.config.update("jax_enable_x64", x64)
     return bench_main(args)
 
 
@@ -151,6 +154,7 @@ def main(argv=None) -> int:
     b.add_argument("--no-sharding", action="store_true", help="skip the scaling across devices")
     b.add_argument("--mode", default=None, help=argparse.SUPPRESS)
     b.add_argument("--_shard-worker", dest="shard_worker", action="store_true", help=argparse.SUPPRESS)
+    b.add_argument("--_mjx-worker", dest="mjx_worker", default=None, help=argparse.SUPPRESS)
     b.set_defaults(func=bench, links=1, seconds=1.0, dt=1e-3)
     args = parser.parse_args(argv)
     if args.command is None:

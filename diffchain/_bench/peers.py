@@ -150,32 +150,61 @@ def mujoco_rollout_throughput(masses, lengths, n_steps, n_copies, dt=1e-3,
             "n_steps": n_steps, "n_copies": n_copies, "method": method}
 
 
+def mjx_programs(masses, lengths, dt=1e-3):
+    """MJX's batched rollout of the pendulum chain as a user writes it, in JAX's default float dtype (MJX computes
+    in float64 once ``jax_enable_x64`` is on, whatever its inputs): ``run(q, qd, T)``, ``jax.vmap`` of a ``lax.scan``
+    of ``mjx.step`` from the joint angles and rates ``q``, ``qd`` (B, n-1), returns the final (qpos, qvel);
+    ``loss(q, qd, T)``, the sum of their squares."""
+    import jax
+    import jax.numpy as jnp
+    from mujoco import mjx
+
+    mx = mjx.put_model(_model(masses, lengths, dt=dt), impl="jax")
+
+    def one(q, qd, T):
+        d = mjx.make_data(mx, impl="jax").replace(qpos=q, qvel=qd)
+        d = jax.lax.scan(lambda d, _: (mjx.step(mx, d), None), d, None, length=T)[0]
+        return d.qpos, d.qvel
+
+    def run(q, qd, T):
+        return jax.vmap(lambda q, qd: one(q, qd, T))(q, qd)
+
+    def loss(q, qd, T):
+        qT, qdT = run(q, qd, T)
+        return jnp.sum(qT ** 2) + jnp.sum(qdT ** 2)
+
+    return run, loss
+
+
+def mjx_qacc(masses, lengths, theta, theta_dot, tau):
+    """Forward dynamics with mjx.forward: theta_ddot (n-1), in JAX's default float dtype."""
+    import jax.numpy as jnp
+    from mujoco import mjx
+
+    mx = mjx.put_model(_model(masses, lengths), impl="jax")
+    d = mjx.make_data(mx, impl="jax").replace(qpos=jnp.asarray(theta), qvel=jnp.asarray(theta_dot),
+                                              ctrl=jnp.asarray(tau))
+    return np.asarray(mjx.forward(mx, d).qacc)
+
+
 def mjx_rollout_throughput(masses, lengths, n_steps, batch, dt=1e-3, seed=0):
-    """MJX throughput: jit(vmap(scan of mjx.step)) over a batch of states.
+    """MJX throughput of :func:`mjx_programs`'s rollout over a batch of random starts.
 
     compile_s is the lower+compile time; seconds is the wall time of the
     second run of the compiled function (block_until_ready). Uses JAX's
     default dtype (float32 unless jax_enable_x64 is set).
     """
     import jax
-    from mujoco import mjx
 
-    mx = mjx.put_model(_model(masses, lengths, dt=dt), impl="jax")
-    qpos0 = jax.random.uniform(jax.random.PRNGKey(seed), (batch, mx.nq),
-                               minval=-np.pi, maxval=np.pi)
-    data = jax.vmap(lambda q: mjx.make_data(mx, impl="jax").replace(qpos=q))(qpos0)
-
-    def rollout(d):
-        d, _ = jax.lax.scan(lambda d, _: (mjx.step(mx, d), None), d, None,
-                            length=n_steps)
-        return d
-
+    run, _ = mjx_programs(masses, lengths, dt)
+    q0 = jax.random.uniform(jax.random.PRNGKey(seed), (batch, len(lengths)), minval=-np.pi, maxval=np.pi)
+    qd0 = 0.0 * q0
     t0 = time.perf_counter()
-    fn = jax.jit(jax.vmap(rollout)).lower(data).compile()
+    fn = jax.jit(lambda q, qd: run(q, qd, n_steps)).lower(q0, qd0).compile()
     compile_s = time.perf_counter() - t0
-    jax.block_until_ready(fn(data))
+    jax.block_until_ready(fn(q0, qd0))
     t0 = time.perf_counter()
-    jax.block_until_ready(fn(data))
+    jax.block_until_ready(fn(q0, qd0))
     seconds = time.perf_counter() - t0
     return {"steps_per_s": n_steps * batch / seconds, "compile_s": compile_s,
             "seconds": seconds, "batch": batch, "n_steps": n_steps}

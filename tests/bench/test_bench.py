@@ -60,3 +60,28 @@ def test_command_writes_the_report(tmp_path):
     assert len(rows) == 2  # a forward row and a gradient row
     rate = float(rows[0].split("|")[5])
     assert rate > 0
+
+
+def test_mjx_rollout_follows_diffchains():
+    """The benchmark's MJX program (``peers.mjx_programs``) simulates the same 5-link pendulum as diffchain's
+    ``SemiImplicitEuler`` rollout: from the same random starts (the suite's, seed 0) the two first-order schemes (in
+    joint angles and in point coordinates) end 0.1 s later at joint angles and rates whose difference halves with dt."""
+    pytest.importorskip("mujoco.mjx")
+    from diffchain._bench import peers
+
+    n, B, t_end = 5, 4, 0.1
+    chain, starts = wl._pendulum(n)(jnp.float64)
+    th = jnp.asarray(np.random.default_rng(0).uniform(-np.pi, np.pi, (B, n)))  # the suite's starts, as angles
+
+    def difference(dt):
+        T = round(t_end / dt)
+        run, _ = peers.mjx_programs([1.0] * (n + 1), [1.0] * n, dt)
+        q, qd = jax.jit(lambda th: run(th, 0 * th, T))(th)
+        final = jax.jit(jax.vmap(lambda s: dc.rollout(chain, s, None, dt, n_steps=T,
+                                                      integrator=dc.SemiImplicitEuler())[0]))(starts(B, 0))
+        theta, omega = (jax.vmap(f)(final)[:, :n] for f in (dc.joint_angles, dc.joint_velocities))
+        assert np.max(np.abs(np.asarray(theta - th))) > 0.01  # (they moved)
+        return max(np.max(np.abs(np.angle(np.exp(1j * np.asarray(theta - q))))), np.max(np.abs(np.asarray(omega - qd))))
+
+    d1, d2 = difference(1e-3), difference(5e-4)
+    assert d1 < 1e-2 and 1.7 < d1 / d2 < 2.4, (d1, d2)
