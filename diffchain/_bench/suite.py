@@ -31,8 +31,9 @@ from .workloads import DT, workloads
 
 MODES = {  # dtypes, batch sizes, gradient batch sizes, work per measurement (copy-steps x points), repeats,
     # the largest batch x points measured (on CPU the plain-JAX baseline of 65536 100-link chains takes minutes),
-    # MJX's workloads (whether their gradient is measured too; on this CPU MJX's program compiles in 3 s for the
-    # 5-link pendulum, 12 s for the 20-link one, its gradient in 16 s and 69 s, the 100-link one in 400 s)
+    # MJX's workloads (whether their gradient is measured too; on CPU in float32 only, as its users run it: its
+    # program compiles in 3 s for the 5-link pendulum, 12 s for the 20-link one, its gradient in 16 s and 69 s, the
+    # 100-link one in 400 s)
     "quick": (("float32",), (1024,), (1024,), 1e6, 3, None, {"pendulum5": False}),
     "full": (("float32", "float64"), (1, 1024, 65536), (1024,), 2e6, 3, 2e6, {"pendulum5": True, "pendulum20": False}),
     "gpu": (("float32", "float64"), (1, 1024, 65536, 262144), (1024, 65536), 2e9, 5, None,
@@ -122,7 +123,8 @@ def run_suite(mode, only=None, log=print):
     dtypes, batches, grad_batches, work, repeats, most, mjx_on = MODES[mode]
     threads = os.cpu_count() or 1
     has_mujoco, has_mjx = _available("mujoco"), _available("mujoco.mjx")
-    fwd_rows, grad_rows, check_rows, rates = [], [], [], {}
+    has_jax2d = mode != "quick" and _available("jax2d") and _available("chex")
+    fwd_rows, grad_rows, check_rows, jax2d_rows, rates = [], [], [], [], {}
     for w in workloads():
         if only and w.name not in only:
             continue
@@ -137,11 +139,12 @@ def run_suite(mode, only=None, log=print):
             dtype = jnp.dtype(dtype_name)
             model, starts = w.build(dtype)
             reduced = w.reduced(dtype) if w.reduced is not None else None
-            # a workload whose gradient is costly to compile is differentiated in the full run only
-            gradients = grad_batches if w.quick_gradient or mode != "quick" else ()
+            # a workload whose gradient is costly to compile is differentiated in the full run, on CPU in float32 only
+            costly = mode == "quick" or (mode == "full" and dtype_name != "float32")
+            gradients = () if w.costly_gradient and costly else grad_batches
             sizes = [B for B in sorted(set(batches) | set(gradients)) if most is None or B * w.points <= most]
             mjx_rates = {}
-            if mjx:
+            if mjx and (dtype_name == "float32" or mode == "gpu"):
                 mjx_rates = _mjx_subprocess({
                     "mujoco": w.mujoco, "dtype": dtype_name, "repeats": repeats,
                     "items": [(B, _steps(work, B, w.points), mjx_on[w.name] and B in gradients)
@@ -168,6 +171,15 @@ def run_suite(mode, only=None, log=print):
                                      _compile(mx.get("compile")), _ratio(rate, mx_rate)])
                     log(f"  {w.name} {dtype_name} B={B} T={T}: {rate:.3g} copy-steps/s (compile {c_fwd:.1f} s), plain "
                         f"JAX {_fmt(r_rate)}, MuJoCo 1/{threads} threads {_fmt(mj1)}/{_fmt(mjn)}, MJX {_fmt(mx_rate)}")
+                    if has_jax2d and w.name == "pendulum5" and dtype_name == "float32" and B == 1024:
+                        from .jax2d_peer import throughput
+
+                        T_j = min(T, 100)  # (7 s a call)
+                        j = throughput(w.points - 1, B, T_j, repeats=repeats)
+                        jax2d_rows.append([w.label, dtype_name, str(B), str(T_j), _fmt(rate),
+                                           _fmt(j["copy_steps_per_s"]), f"{j['compile_s']:.1f} s",
+                                           _ratio(rate, j["copy_steps_per_s"]), f"{j['stretch']:.1e}"])
+                        log(f"  Jax2D: {j['copy_steps_per_s']:.3g} copy-steps/s, links stretched by {j['stretch']:.1e}")
                 if B in gradients:
                     gradient = eqx.filter_grad(lambda s: w.loss(model, s, T))  # (an EventState holds boolean masks)
                     grad, c_grad = _timed(lambda s: gradient(s), (s0,), repeats)
@@ -182,7 +194,7 @@ def run_suite(mode, only=None, log=print):
                                       "–" if mx_grad is None else f"{mx_grad / mx['forward']:.2f}",
                                       _compile(mx.get("gradient_compile")), _ratio(mx_grad, grad)])
                     log(f"  {w.name} {dtype_name} B={B}: gradient / forward {grad / fwd:.2f} (compile {c_grad:.1f} s)")
-    return fwd_rows, grad_rows, check_rows, rates
+    return fwd_rows, grad_rows, check_rows, jax2d_rows, rates
 
 
 def _compile(seconds):
@@ -300,7 +312,7 @@ def main(args) -> int:
     only = set(args.only.split(",")) if args.only else None
     print(f"diffchain bench ({mode}): {len(workloads()) if not only else len(only)} workloads", flush=True)
     lines = ["# diffchain benchmark", ""] + machine(args.device) + [""]
-    fwd_rows, grad_rows, check_rows, rates = run_suite(mode, only, log=lambda s: print(s, flush=True))
+    fwd_rows, grad_rows, check_rows, jax2d_rows, rates = run_suite(mode, only, log=lambda s: print(s, flush=True))
     lines += ["## The same model on every side", "",
               "max |accelerations (diffchain) − accelerations (peer)| at a random state, float64:", ""]
     lines += table(["workload", "peer", "max difference"], check_rows) + [""]
@@ -311,8 +323,8 @@ def main(args) -> int:
               "`jax.jit(jax.vmap(rollout))` with the default solver and checks; plain JAX: `jax.vmap` of a `lax.scan` "
               "over the closed-form accelerations; MuJoCo C: `mujoco.rollout` (float64) on 1 thread and on every "
               "core (the ratio is diffchain over MuJoCo on every core); MJX: `jax.vmap` of a `lax.scan` of "
-              "`mjx.step` from the same starts (batches of 1024 copies and more; a pendulum's program compiles in "
-              "minutes beyond 20 links).", ""]
+              "`mjx.step` from the same starts (batches of 1024 copies and more, float32 on CPU; a pendulum's "
+              "program compiles in minutes beyond 20 links).", ""]
     lines += table(["workload", "dtype", "copies", "steps", "diffchain", "compile", "plain JAX", "diffchain / plain",
                     "MuJoCo 1 thread", f"MuJoCo {os.cpu_count()} threads", "diffchain / MuJoCo", "MJX", "MJX compile",
                     "diffchain / MJX"], fwd_rows) + [""]
@@ -324,9 +336,20 @@ def main(args) -> int:
                     "compile", "plain JAX gradient / forward", "diffchain gradient speed / plain JAX's",
                     "MJX gradient / forward", "MJX gradient compile", "diffchain gradient speed / MJX's"],
                    grad_rows) + [""]
+    if jax2d_rows:
+        lines += ["## Jax2D", "",
+                  "Jax2D (`pip install \"diffchain[jax2d]\"`), the engine of Kinetix: rigid bodies and soft revolute "
+                  "joints solved by sequential impulses (10 iterations), one step of semi-implicit Euler per dt. Each "
+                  "link is a body of 1 kg with its centre of mass at the link's tip and 1e-3 kg m² of inertia there "
+                  "(Jax2D has no point masses; smaller inertias break its solver). Same starts as diffchain's; the "
+                  "links' stretch is measured at the end of the timed rollouts. Its gradient through more than about "
+                  "14 steps is not finite (diffchain/_bench/jax2d_peer.py).", ""]
+        lines += table(["workload", "dtype", "copies", "steps", "diffchain", "Jax2D", "Jax2D compile",
+                        "diffchain / Jax2D", "Jax2D max link stretch"], jax2d_rows) + [""]
     if mode == "quick":
-        lines += ["(quick mode: float32, 1024 copies, no gradient of the event drop, whose program compiles in ~85 s "
-                  "at 1024 copies; the full run adds float64, 1 and 65536 copies.)", ""]
+        lines += ["(quick mode: float32, 1024 copies, no gradient of the event drop, whose program compiles in 70-90 "
+                  "s at 1024 copies; the full run adds float64, 1 and 65536 copies, the drop's gradient in float32, "
+                  "MJX's gradient and Jax2D.)", ""]
     if not args.no_sharding:
         if jax.devices()[0].platform == "cpu":
             res = _shard_subprocess(mode, print)
