@@ -145,7 +145,7 @@ def main(argv=None) -> int:
                                    "20- and 100-link pendulums, cart-pole, acrobot, a four-bar, an event drop) with "
                                    "plain JAX, MuJoCo C and MJX (when installed) measured in the same process, and "
                                    "write a markdown report (the full run: float32 and float64, 1, 1024 and "
-                                   "65536 copies, about 9 minutes on 2 cores).")
+                                   "65536 copies, about 10 minutes on 2 cores).")
     b.add_argument("--quick", action="store_true", help="float32, batches of 1024 copies (about 2 minutes on 2 cores)")
     b.add_argument("--device", choices=("cpu", "gpu"), default="cpu", help="where JAX runs (default: %(default)s)")
     b.add_argument("--only", default=None, help="comma-separated workload names (pendulum5, pendulum20, pendulum100, "
