@@ -1,4 +1,5 @@
 """The benchmark suite of ``python -m diffchain bench``: its baselines are the same models, and the command runs."""
+import importlib.util
 import subprocess
 import sys
 
@@ -48,7 +49,8 @@ def test_workloads_agree_with_their_baselines_and_are_float32():
 
 @pytest.mark.slow
 def test_command_writes_the_report(tmp_path):
-    """``python -m diffchain bench --quick --only pendulum5`` prints and writes the report's tables."""
+    """``python -m diffchain bench --quick --only pendulum5`` prints and writes the report's tables (with MJX's forward
+    rate from its worker process, where MJX is installed)."""
     out = tmp_path / "report.md"
     run = subprocess.run([sys.executable, "-m", "diffchain", "bench", "--quick", "--only", "pendulum5", "--no-sharding",
                           "--out", str(out)], capture_output=True, text=True, timeout=600)
@@ -60,6 +62,9 @@ def test_command_writes_the_report(tmp_path):
     assert len(rows) == 2  # a forward row and a gradient row
     rate = float(rows[0].split("|")[5])
     assert rate > 0
+    if importlib.util.find_spec("mujoco.mjx") is not None:  # MJX's forward rate, from its worker process
+        assert "| 5-link pendulum | MJX |" in text
+        assert float(rows[0].split("|")[12]) > 0
 
 
 def test_mjx_rollout_follows_diffchains():

@@ -33,7 +33,7 @@ MODULE_OF = {"jax": "jax", "jaxlib": "jaxlib", "equinox": "equinox", "numpy": "n
              "matplotlib": "matplotlib", "optax": "optax", "pytest": "pytest", "pytest-xdist": "xdist",
              "hypothesis": "hypothesis", "mujoco": "mujoco", "mujoco-mjx": "mujoco", "gymnasium": "gymnasium",
              "build": "build", "setuptools": "setuptools", "tomli": "tomli", "mkdocs-material": "material",
-             "mkdocstrings": "mkdocstrings"}
+             "mkdocstrings": "mkdocstrings", "jax2d": "jax2d", "chex": "chex"}
 
 
 def _project():
@@ -97,8 +97,11 @@ def test_runtime_dependencies_are_what_the_library_imports():
     assert (_imports(drawing) - _imports(library)
             == _modules(project["optional-dependencies"]["viz"], project["optional-dependencies"]) == {"matplotlib"})
     bench = sorted((ROOT / "diffchain" / BENCH).glob("*.py"))
+    # the jax2d extra also holds chex, which Jax2D imports without declaring it
+    extras = project["optional-dependencies"]
+    assert _modules(extras["jax2d"], extras) == {"jax2d", "chex"}
     assert (_imports(bench) - _imports(library)
-            == _modules(project["optional-dependencies"]["bench"], project["optional-dependencies"]) == {"mujoco"})
+            == _modules(extras["bench"], extras) | _modules(extras["jax2d"], extras) - {"chex"} == {"mujoco", "jax2d"})
 
 
 def test_extras_cover_what_tests_and_examples_import():
