@@ -2,9 +2,9 @@
 :mod:`diffchain._bench.workloads`, with the peers measured in the same process, as one markdown report.
 
 Peers: the plain-JAX reduced-coordinate code a user would write instead (always), MuJoCo C through
-``mujoco.rollout`` on one thread and on every core, and MJX (when installed: ``pip install "diffchain[bench]"``) on
-the pendulums of up to 20 links, in a process of its own whose ``jax_enable_x64`` matches the row's dtype (MJX
-computes in float64 once it is on).
+``mujoco.rollout`` on one thread and on every core, MJX (when installed: ``pip install "diffchain[bench]"``) on the
+pendulums of up to 20 links, in float32 on CPU, in a process of its own whose ``jax_enable_x64`` matches the row's
+dtype (MJX computes in float64 once it is on), and in the full run Jax2D (when installed: ``diffchain[jax2d]``).
 Method: every program is compiled first (the compile time is reported), run once, then timed ``repeats`` times with
 ``jax.block_until_ready``; the median is reported (a first call of over 1 s, on every side, is itself the
 measurement). A measurement's number of steps is chosen so that its work (copies x steps x points) is about the same
