@@ -155,6 +155,12 @@ def _wrap(d):
     return np.abs((np.asarray(d) + np.pi) % (2 * np.pi) - np.pi)
 
 
+def link_stretch(points):
+    """max |link length / 1 m - 1| over the chains of ``points`` (..., n_links + 1, 2)."""
+    points = np.asarray(points, np.float64)
+    return float(np.abs(np.linalg.norm(np.diff(points, axis=-2), axis=-1) - 1.0).max())
+
+
 def accuracy(n_links, n_steps=1000, dtype=jnp.float32, seed=0):
     """(max |link length / 1 m - 1|, max |joint angle - diffchain RK4's|) after ``n_steps`` steps of 1 ms from one
     start (angles uniform in [-pi, pi], ``seed``, at rest); the reference in float64 (needs jax_enable_x64)."""
@@ -166,9 +172,8 @@ def accuracy(n_links, n_steps=1000, dtype=jnp.float32, seed=0):
         dc.from_joint_angles(chain, jnp.asarray(theta, jnp.float64)))
     p = jax2d_pendulum(n_links, dtype=dtype)
     final = jax.jit(p.run, static_argnums=1)(p.from_joint_angles(theta[None]), n_steps)
-    points = np.asarray(p.joint_points(final), np.float64)[0]
-    stretch = np.abs(np.linalg.norm(np.diff(points, axis=0), axis=1) - 1.0).max()
-    return float(stretch), float(_wrap(np.asarray(p.joint_angles(final))[0] - np.asarray(dc.joint_angles(ref))).max())
+    difference = _wrap(np.asarray(p.joint_angles(final))[0] - np.asarray(dc.joint_angles(ref)))
+    return link_stretch(p.joint_points(final)), float(difference.max())
 
 
 def throughput(n_links=5, B=1024, T=100, gradient=False, seed=0, repeats=3):
@@ -182,9 +187,7 @@ def throughput(n_links=5, B=1024, T=100, gradient=False, seed=0, repeats=3):
     states = p.from_joint_angles(np.random.default_rng(seed).uniform(-np.pi, np.pi, (B, n_links)))
     run = jax.jit(p.run, static_argnums=1)
     fwd, c_fwd = _timed(lambda s: run(s, T), (states,), repeats)
-    points = np.asarray(p.joint_points(run(states, T)), np.float64)
-    out = {"copy_steps_per_s": B * T / fwd, "compile_s": c_fwd,
-           "stretch": float(np.abs(np.linalg.norm(np.diff(points, axis=-2), axis=-1) - 1.0).max())}
+    out = {"copy_steps_per_s": B * T / fwd, "compile_s": c_fwd, "stretch": link_stretch(p.joint_points(run(states, T)))}
     if gradient:
         grad, c_grad = _timed(lambda s: position_gradient(p)(s, T), (states,), repeats)
         out.update(gradient_over_forward=grad / fwd, gradient_compile_s=c_grad)

@@ -24,7 +24,7 @@ def test_jax2d_pendulum_follows_diffchain():
     link, 0.019 rad for a 1.1 m middle link, 0.017 rad for g = 10.3."""
     pytest.importorskip("jax2d")
     pytest.importorskip("chex")  # jax2d 1.0.2's engine imports chex without declaring it
-    from diffchain._bench.jax2d_peer import jax2d_pendulum
+    from diffchain._bench.jax2d_peer import jax2d_pendulum, link_stretch
 
     n, B, T = 3, 8, 200
     theta = np.random.default_rng(0).uniform(-np.pi, np.pi, (B, n))
@@ -37,8 +37,7 @@ def test_jax2d_pendulum_follows_diffchain():
 
     final = jax.jit(p.run, static_argnums=1)(states, T)
     ref = jax.jit(jax.vmap(lambda s: dc.rollout(chain, s, None, 1e-3, n_steps=T, integrator=dc.RK4())[0]))(start)
-    points = np.asarray(p.joint_points(final), np.float64)
-    stretch = np.abs(np.linalg.norm(np.diff(points, axis=-2), axis=-1) - 1.0).max()
+    stretch = link_stretch(p.joint_points(final))
     difference = _wrapped(np.asarray(p.joint_angles(final), np.float64) - np.asarray(jax.vmap(dc.joint_angles)(ref)))
     assert stretch < 2e-5, stretch
     assert difference.max() < 5e-3, difference.max(axis=-1)
