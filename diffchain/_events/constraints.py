@@ -21,7 +21,7 @@ from .._constraints.kinds import Contacts, Stops, contact_jacobian
 from .._constraints.system import constraint_jacobian, point_residual, system_terms
 from .._xla.batching import rare_cond
 from .detection import _slack, limit_arc
-from .._xla.linalg import apply_q, apply_qt, cholesky, householder_qr, solve_lower, solve_upper
+from .._xla.linalg import apply_q, apply_qt, cholesky, householder_qr, row_norms, solve_lower, solve_upper
 from .state import EventState, Events
 
 
@@ -52,7 +52,7 @@ def _mass_metric_step(mass, J, q, target):
         sq = jnp.sqrt(mass)
         A, w = J / sq, sq * qf
     m, k = A.shape
-    mu = jnp.finfo(dt).eps ** 0.625 * jnp.max(jnp.sqrt(jnp.sum(A * A, -1)), initial=0.0)
+    mu = jnp.finfo(dt).eps ** 0.625 * jnp.max(row_norms(A), initial=0.0)
     R, V, beta = householder_qr(jnp.concatenate([A.T, mu * jnp.eye(m, dtype=dt)]))
     Q1t_w = apply_qt(V, beta, jnp.concatenate([w, jnp.zeros((m,), dt)]))[:m]
     y = solve_lower(R.T, target)  # R^-T target
@@ -115,7 +115,7 @@ def _active(model: Model, events: Events, es: EventState, x, t, positions=False)
         gap = jnp.stack([jnp.sum(es.normal * gap, -1), jnp.zeros_like(gap[:, 0])], 1)
     J = jnp.concatenate([J, rows])
     phi = jnp.concatenate([model.phi(q, t), point_residual(model, q), gap.reshape(-1), kinds[1].theta - kinds[1].limit])
-    norm = jnp.sqrt(jnp.sum(J * J, -1))
+    norm = row_norms(J)
     scale = jnp.where(norm > 0, norm, 1.0)
     return J / scale[:, None], scale, jnp.where(norm > 0, phi, 0.0)
 
@@ -167,7 +167,7 @@ def onto_obstacles(model: Model, events: Events, stuck, x):
         g = _slack(events.z[k:k + 1], events.z0[k:k + 1], model.contact_points(x))[:, 0]
         below = free & (g < 0)
         rows = jnp.concatenate([keep, jnp.where(below[:, None], jnp.einsum("d,fdn->fn", events.z[k], Wc), 0.0)])
-        norm = jnp.sqrt(jnp.sum(rows * rows, -1))
+        norm = row_norms(rows)
         unit = rows / jnp.where(norm > 0, norm, 1.0)[:, None]
         target = unit @ x.reshape(-1) - jnp.concatenate([jnp.zeros(keep.shape[0], x.dtype), jnp.where(below, g, 0.0)]
                                                          ) / jnp.where(norm > 0, norm, 1.0)

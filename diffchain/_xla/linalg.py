@@ -21,10 +21,15 @@ def _columns(n, body, init, reverse=False):
     return jax.lax.scan(lambda c, k: (body(k, c), None), init, jnp.arange(n), reverse=reverse)[0]
 
 
-def _safe_sqrt(s):
-    """sqrt(s) for s >= 0 whose derivative is 0, not inf, at s = 0."""
+def safe_sqrt(s):
+    """sqrt(s) for s >= 0 whose derivative is 0, not inf, at s = 0 (a row switched off, a zero column)."""
     pos = s > 0
     return jnp.where(pos, jnp.sqrt(jnp.where(pos, s, 1.0)), 0.0)
+
+
+def row_norms(A):
+    """|A_k| of every row of A, with a finite derivative (zero) at a zero row (:func:`safe_sqrt`)."""
+    return safe_sqrt(jnp.sum(A * A, -1))
 
 
 def householder_qr(M):
@@ -38,7 +43,7 @@ def householder_qr(M):
     def step(k, carry):
         M, V, beta = carry
         x = jnp.where(rows >= k, M[:, k], 0.0)
-        alpha = -jnp.where(M[k, k] >= 0, 1.0, -1.0) * _safe_sqrt(jnp.sum(x * x))
+        alpha = -jnp.where(M[k, k] >= 0, 1.0, -1.0) * safe_sqrt(jnp.sum(x * x))
         v = x - alpha * (rows == k)
         vv = jnp.sum(v * v)
         b = jnp.where(vv > 0, 2.0 / jnp.where(vv > 0, vv, 1.0), 0.0)
