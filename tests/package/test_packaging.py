@@ -1,8 +1,9 @@
 """Packaging: the declared dependencies are what the code imports, and the sdist and wheel hold what they should.
 
 The dependency tests read pyproject.toml and parse the sources with ``ast`` (a second, independent account of what the
-code needs). The slow test builds the sdist and the wheel, lists their files against the source tree, installs the
-sdist into a fresh venv and runs some of the sdist's own tests there, against the installed copy.
+code needs). The slow test builds the sdist and, from it, the wheel (isolated, as pip builds for users), lists their
+files against the source tree, installs that wheel into a fresh venv and runs some of the sdist's own tests there,
+against the installed copy.
 """
 import ast
 import json
@@ -10,8 +11,10 @@ import os
 import pathlib
 import re
 import shutil
+import site
 import subprocess
 import sys
+import sysconfig
 import tarfile
 import zipfile
 from xml.etree import ElementTree
@@ -32,7 +35,7 @@ BENCH = "_bench/"  # the benchmark suite of the command line: its peers are the 
 MODULE_OF = {"jax": "jax", "jaxlib": "jaxlib", "equinox": "equinox", "numpy": "numpy", "jaxtyping": "jaxtyping",
              "matplotlib": "matplotlib", "optax": "optax", "pytest": "pytest", "pytest-xdist": "xdist",
              "hypothesis": "hypothesis", "mujoco": "mujoco", "mujoco-mjx": "mujoco", "gymnasium": "gymnasium",
-             "build": "build", "setuptools": "setuptools", "tomli": "tomli", "mkdocs-material": "material",
+             "build": "build", "tomli": "tomli", "mkdocs-material": "material",
              "mkdocstrings": "mkdocstrings", "jax2d": "jax2d", "chex": "chex"}
 
 
@@ -111,7 +114,9 @@ def test_extras_cover_what_tests_and_examples_import():
     tests = sorted((ROOT / "tests").rglob("*.py"))
     local = [p.stem for p in tests + sorted((ROOT / "benchmarks").glob("*.py"))]
     assert _imports(tests, local) - runtime - _modules(extras["test"], extras) == set()
-    assert {"matplotlib", "build", "setuptools"} <= _modules(extras["test"], extras)  # the packaging test builds
+    # the packaging test runs `python -m build`, which installs the build backend (setuptools) in an isolated
+    # environment itself: the extra need not hold it
+    assert {"matplotlib", "build"} <= _modules(extras["test"], extras)
     examples = sorted((ROOT / "examples").glob("*.py")) + sorted((ROOT / "examples").glob("*.ipynb"))
     assert any(p.suffix == ".ipynb" for p in examples) and any(p.suffix == ".py" for p in examples)
     assert _imports(examples) - runtime - _modules(extras["examples"], extras) == set()
@@ -154,17 +159,34 @@ def _run(cmd, **kwargs):
     return run
 
 
+def _site_dirs():
+    """The site-packages directories of the running environment, in the order of its sys.path: a venv's own (and its
+    base interpreter's where the venv was made with --system-site-packages), the user's where enabled; the global
+    interpreter's where the tests run in it."""
+    dirs = site.getsitepackages() + [sysconfig.get_paths()[k] for k in ("purelib", "platlib")]
+    if site.ENABLE_USER_SITE:
+        dirs.append(site.getusersitepackages())
+    dirs = {os.path.normcase(os.path.realpath(d)) for d in dirs if os.path.isdir(d)}
+    return [p for p in dict.fromkeys(sys.path) if p and os.path.normcase(os.path.realpath(p)) in dirs]
+
+
 @pytest.mark.slow
 def test_sdist_and_wheel_hold_what_they_should_and_the_sdist_tests_pass_installed(tmp_path):
-    """Builds both from a copy of the source tree (the build writes egg-info and build/ next to its sources), without
-    isolation (no download: the backend in this environment), then installs the sdist into a fresh venv that sees
-    this environment's packages (no download of JAX) and runs a fast part of the sdist's own tests against it."""
+    """Builds the sdist from a copy of the source tree (the build writes egg-info and build/ next to its sources) and
+    the wheel from that sdist, each in an isolated environment holding only pyproject.toml's build requirements (pip
+    installs setuptools>=77 there, downloading it where it has no copy: nothing of this machine's own setuptools), as
+    pip builds for users. Then installs that wheel into a fresh venv that sees this environment's packages and no
+    others (no download of JAX; not the base interpreter's, which --system-site-packages would show) and runs a fast
+    part of the sdist's own tests there, against the installed copy."""
     src = tmp_path / "src"
     shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".git", "*.egg-info", "build", "dist", "__pycache__",
                                                              ".pytest_cache", ".hypothesis", "out"))
     dist = tmp_path / "dist"
-    build = _run([sys.executable, "-m", "build", "--no-isolation", "--outdir", dist, src])
-    assert "deprecat" not in (build.stdout + build.stderr).lower()  # e.g. the license as a TOML table
+    build = _run([sys.executable, "-m", "build", "--outdir", dist, src])
+    log = (build.stdout + build.stderr).lower()
+    assert "deprecat" not in log  # e.g. the license as a TOML table
+    # build's default: the sdist, then the wheel from the unpacked sdist, each in its own isolated environment
+    assert "building wheel from sdist" in log and log.count("creating isolated environment") == 2, log[-3000:]
     (sdist,), (wheel,) = dist.glob("*.tar.gz"), dist.glob("*.whl")
 
     # the sdist: every test module (conftest.py and strategies.py included), picture, example (script or notebook),
@@ -190,11 +212,20 @@ def test_sdist_and_wheel_hold_what_they_should_and_the_sdist_tests_pass_installe
     assert not any(n.startswith("tests/") for n in in_wheel)
     assert "License-Expression: MIT" in meta.splitlines() and "License-File: LICENSE" in meta.splitlines()
 
-    # a fresh venv on top of this environment's packages; this environment's pip installs into it
+    # a fresh venv on top of this environment's packages: a .pth file in its site-packages lists this environment's
+    # site-packages directories, after the venv's own (plain paths: their .pth files, diffchain's editable install
+    # among them, are not run). This environment's pip, seen through it, installs the wheel built from the sdist.
     venv = tmp_path / "venv"
-    _run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", venv])
+    _run([sys.executable, "-m", "venv", "--without-pip", venv])
     python = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
-    _run([python, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index", "--no-cache-dir", sdist])
+    purelib = _run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip()
+    assert pathlib.Path(purelib).is_relative_to(venv)
+    dirs = _site_dirs()
+    assert dirs and all(not pathlib.Path(d).is_relative_to(venv) for d in dirs)
+    (pathlib.Path(purelib) / "running_environment.pth").write_text("".join(d + "\n" for d in dirs))
+    seen = _run([python, "-c", "import sys; print('\\n'.join(sys.path))"]).stdout.splitlines()
+    assert seen[seen.index(purelib):] == [purelib] + dirs, seen  # this environment's packages and nothing else's
+    _run([python, "-m", "pip", "install", "--no-deps", "--no-index", "--no-cache-dir", "--ignore-installed", wheel])
     with tarfile.open(sdist) as tar:
         tar.extractall(tmp_path / "unpacked", **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
     (tests,) = (tmp_path / "unpacked").glob("diffchain-*/tests")
