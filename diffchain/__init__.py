@@ -1,5 +1,6 @@
 """diffchain: differentiable dynamics of planar kinematic chains in JAX."""
 from ._xla.flags import set_xla_cpu_flags, xla_cpu_flags
+from ._model.checks import InputError
 from ._model.model import Model, energy
 from ._model.chain import Chain, Control, State, cart_chain, free_chain, pendulum
 from ._model.geometry import (from_joint_angles, joint_accelerations, joint_angles, joint_velocities, link_angles)
@@ -49,6 +50,8 @@ __all__ = [
     "EventState", "Events", "StepReport", "check_event_state", "event_rollout", "event_step",
     # whether a run can be trusted: finite, on its constraints, singular passages, exhausted budgets
     "Report", "diagnose",
+    # bad input: the error it raises, eagerly and from a compiled program
+    "InputError",
     # opt-in process settings
     "set_xla_cpu_flags", "xla_cpu_flags",
 ]

@@ -312,7 +312,8 @@ def diagnose(model, trajectory, *, rtol=None, singular_tol=None) -> Report:
 def run_checks(who: str, model, trajectory, remedy: str) -> list:
     """The checks of a result for :func:`diffchain._model.checks.runtime_checks`: raise, naming its time, when the state of
     ``trajectory`` (one entry: :func:`diffchain.step`'s new state, or a rollout's final state, :func:`check_run`) is
-    not finite or off the constraints. Only scalars enter them."""
+    not finite or off the constraints. Only scalars enter them. A failed run is not bad input: they raise a plain
+    ``ValueError``, not a :class:`diffchain.InputError`."""
     m = _measures(model, trajectory)
     if m.pos.shape[0] == 0:
         return []
@@ -333,18 +334,20 @@ def run_checks(who: str, model, trajectory, remedy: str) -> list:
         leaves = "the run ends off its constraints (t = {1:.6g})"
     return [
         (nonfinite_first, f"{who}: {nonfinite}: the positions or velocities hold NaN or inf. {hint}",
-         jnp.stack([jnp.maximum(kn, 0).astype(m.times.dtype), m.times[jnp.maximum(kn, 0)]])),
+         jnp.stack([jnp.maximum(kn, 0).astype(m.times.dtype), m.times[jnp.maximum(kn, 0)]]), ValueError),
         (violation_first, f"{who}: {leaves}: the {what} error is {{2:.3g}} (tolerance {{3:.3g}}) and its {rate} "
          f"{{4:.3g}} (tolerance {{5:.3g}}). {hint}",
-         jnp.stack([k.astype(m.times.dtype), m.times[k], m.pos[k], m.pos_tol[k], m.vel[k], m.vel_tol[k]]))]
+         jnp.stack([k.astype(m.times.dtype), m.times[k], m.pos[k], m.pos_tol[k], m.vel[k], m.vel_tol[k]]),
+         ValueError)]
 
 
 def check_run(who: str, model, final, trajectory, remedy: str):
     """``(final, trajectory)`` of a rollout after :func:`run_checks` of its final state: not finite (a run that
     diverged: NaN and inf persist) or off the constraints. The final state alone, so that a caller who keeps only the
     final states pays O(n), and the trajectory need not be written (checking every step made a batched point-major
-    rollout 2.4-3.5x slower); :func:`diagnose` finds the first bad step. One ``lax.cond`` whose only operand is a
-    scalar 1.0, by which the final positions are then multiplied (exactly: the same bits, the same derivatives)."""
+    rollout 2.4-3.5x slower); :func:`diagnose` finds the first bad step. One ``lax.cond`` of scalars; the check is tied
+    to a scalar 1.0 (:func:`diffchain._model.checks.runtime_checks`), by which the final positions are then multiplied
+    (exactly: the same bits, the same derivatives)."""
     from .._model.checks import runtime_checks
 
     one_step = jax.tree_util.tree_map(lambda a: jnp.asarray(a)[None], final)  # (an EventState: its chain's state)

@@ -1,14 +1,18 @@
 """Checks of bad input that name the argument, also under ``jit`` and ``vmap`` (:func:`runtime_checks`)."""
 from __future__ import annotations
 
+import contextlib
 import functools
+import logging
 import re
 
 import equinox as eqx
 import jax
+import jax.extend.core
+import jax.interpreters.batching as batching
+import jax.interpreters.mlir as mlir
 import jax.numpy as jnp
 import numpy as np
-from equinox.internal import unvmap_any
 
 
 def _concrete(x):
@@ -18,64 +22,130 @@ def _concrete(x):
     return np.asarray(x)
 
 
+class InputError(ValueError):
+    """Bad input to a diffchain function: a value it cannot take (a NaN, ``dt = 0``, a start off its constraints, ...)
+    or an array of the wrong shape. The message names the function and the argument, says what was expected and what
+    was received, and under ``vmap`` names the first bad element of the batch.
+
+    diffchain raises it for a value known when you call (a Python number, an array passed outside ``jit``) and for one
+    checked while a compiled program runs (every diffchain function is compiled: :func:`compiled`), so that
+    ``except dc.InputError`` (or ``except ValueError``: it is one) catches it either way. Inside a ``jax.jit`` of your
+    own, JAX reports an error of a running program as a ``jax.errors.JaxRuntimeError`` (a ``RuntimeError``) whose text
+    holds ``"InputError: <message>"``; catch ``(dc.InputError, jax.errors.JaxRuntimeError)`` there.
+    """
+
+
+InputError.__module__ = "diffchain"  # (its public name, as tracebacks and the text of a JaxRuntimeError show it)
+
+
 def _require(ok: bool, message: str):
     if not ok:
-        raise ValueError(message)
+        raise InputError(_one_line(message))
 
 
-def _raise_in_generator(message):
-    """Raise ValueError(message) from a generator's frame: a finished generator has no caller frame, so the traceback
+def _one_line(message: str) -> str:
+    """``message`` on one line (a value printed by NumPy may span several): a failed check's message travels in the text
+    of JAX's error, which :func:`compiled` reads back line by line."""
+    return re.sub(r"\s*\n\s*", " ", message)
+
+
+def _raise_in_generator(error, message):
+    """Raise ``error(message)`` from a generator's frame: a finished generator has no caller frame, so the traceback
     that JAX writes into a ``JaxRuntimeError`` when a host callback raises under ``jit`` is one line long and the
-    message comes right after it, instead of after every frame of the caller's stack."""
-    raise ValueError(message)
+    message comes right after it (on the third line of its text), instead of after every frame of the caller's stack;
+    :func:`compiled` finds it there by this function's name."""
+    raise error(message)
     yield  # (makes this a generator)
 
 
-_FAILED = [None]  # the message of the last failed run-time check (:func:`compiled` raises it as a ValueError)
-
-
-def _fail(messages, xs, bads, gots):
-    """Host side of :func:`runtime_checks` (only ever called on bad input): raise the first failed check."""
-    for message, bad, got in zip(messages, bads, gots):
-        bad, got = np.asarray(bad), np.asarray(got)
-        if not bad.any():
+def _fail(specs, bads, gots, idxs):
+    """Host side of :func:`runtime_checks` (only ever called on bad input): raise the first failed check, naming the
+    batch element ``idxs`` of its first bad value under ``vmap``."""
+    for (error, message), bad, got, idx in zip(specs, bads, gots, idxs):
+        if not bool(np.asarray(bad)):
             continue
-        if bad.ndim:  # under vmap: name the first bad element of the batch
-            idx = tuple(int(i) for i in np.argwhere(bad)[0])
-            got = got[tuple(min(i, s - 1) for i, s in zip(idx, got.shape))]
+        idx = tuple(int(i) for i in np.asarray(idx))
+        if idx:
             message = f"{message} (batch element {idx[0] if len(idx) == 1 else idx})"
-        _FAILED[0] = _text(message, got)
-        next(_raise_in_generator(_FAILED[0]))
-    return xs
+        next(_raise_in_generator(error, _text(message, got)))
+    return np.bool_(True)
 
 
 def _text(message, got):
     """``message`` with the value ``got``: in place of "{got}" if it has one; in place of the fields "{0}", "{1:.3g}",
-    ... (``str.format``) by the entries of ``got`` if it has those; else appended as ", got ..."."""
+    ... (``str.format``) by the entries of ``got`` if it has those; else appended as ", got ..."; on one line."""
     if "{got}" in message:
-        return message.replace("{got}", _show(got))
-    if re.search(r"\{\d", message):
-        return message.format(*np.asarray(got, dtype=float).reshape(-1).tolist())
-    return f"{message}, got {_show(got)}"
+        text = message.replace("{got}", _show(got))
+    elif re.search(r"\{\d", message):
+        text = message.format(*np.asarray(got, dtype=float).reshape(-1).tolist())
+    else:
+        text = f"{message}, got {_show(got)}"
+    return _one_line(text)
 
 
 def _show(value):
     return np.array2string(np.asarray(value), threshold=12, edgeitems=3, precision=6)
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
-def _checked(messages, xs, bads, gots):
-    def fail(xs, bads, gots):
-        return jax.pure_callback(functools.partial(_fail, messages), jax.eval_shape(lambda: xs), xs, bads, gots,
-                                 vmap_method="expand_dims")
+# The first bad element of a batch, as values outside the batch: ``first_bad(bad, got, idx)`` is the identity on one
+# element; under ``vmap`` its batching rule reduces the batch axis (whether any element is bad; the ``got`` and the index
+# of the first bad one, prepended to ``idx``) and hands the result on unbatched, to the next ``vmap`` out. Reductions
+# alone: under a sharded batch they are all-reduces of a few numbers (the arrays checked stay where they are).
+_first_bad_p = jax.extend.core.Primitive("diffchain_first_bad")
+_first_bad_p.multiple_results = True
 
-    any_bad = unvmap_any(functools.reduce(jnp.logical_or, bads))
-    return jax.lax.cond(any_bad, fail, lambda xs, bads, gots: xs, xs, bads, gots)
+
+def _identity(*args):
+    return args
+
+
+def _first_bad_batch(args, dims):
+    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    bad, got, idx = (jnp.broadcast_to(a, (size,) + a.shape) if d is None else jnp.moveaxis(a, d, 0)
+                     for a, d in zip(args, dims))
+    element = jnp.arange(size)
+    first = jnp.min(jnp.where(bad, element, size))
+    pick = element == first
+
+    def at_first(a):  # a[first], as a reduction
+        p = pick.reshape((size,) + (1,) * (a.ndim - 1))
+        if a.dtype == jnp.bool_:
+            return jnp.any(p & a, axis=0)
+        return jnp.sum(jnp.where(p, a, jnp.zeros((), a.dtype)), axis=0)
+
+    index = jnp.concatenate([jnp.minimum(first, size - 1).astype(idx.dtype)[None], at_first(idx)])
+    return _first_bad_p.bind(jnp.any(bad), at_first(got), index), [None, None, None]
+
+
+_first_bad_p.def_impl(_identity)
+_first_bad_p.def_abstract_eval(_identity)
+batching.primitive_batchers[_first_bad_p] = _first_bad_batch
+mlir.register_lowering(_first_bad_p, mlir.lower_fun(_identity, multiple_results=True))
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
+def _checked(specs, xs, bads, gots):
+    """``xs`` after the checks: one ``lax.cond`` on whether any of ``bads`` holds (in any batch element), whose
+    operands and result are small (the reduced checks; a flag), and whose error branch is a host callback. The arrays
+    ``xs`` do not pass through it (a program partitioned over devices would gather them where the callback runs): each
+    is tied to the flag elementwise (``where(ok, x, nan)``; ``ok`` is always true when the program goes on), which
+    keeps them where they are and the check in the program as long as they are used."""
+    firsts = [_first_bad_p.bind(b, g, jnp.zeros((0,), jnp.int32)) for b, g in zip(bads, gots)]
+    bads, gots, idxs = (tuple(f[k] for f in firsts) for k in range(3))
+
+    def fail(bads, gots, idxs):
+        return jax.pure_callback(functools.partial(_fail, specs), jax.ShapeDtypeStruct((), jnp.bool_), bads, gots,
+                                 idxs, vmap_method="sequential")
+
+    ok = jax.lax.cond(functools.reduce(jnp.logical_or, bads), fail, lambda *_: jnp.ones((), jnp.bool_),
+                      bads, gots, idxs)
+    return tuple(jnp.where(ok, x, jnp.nan if jnp.issubdtype(x.dtype, jnp.inexact) else jnp.zeros((), x.dtype))
+                 for x in map(jnp.asarray, xs))
 
 
 @_checked.defjvp
-def _checked_jvp(messages, primals, tangents):
-    return _checked(messages, *primals), tangents[0]
+def _checked_jvp(specs, primals, tangents):
+    return _checked(specs, *primals), tangents[0]
 
 
 def describe(obj):
@@ -86,33 +156,61 @@ def describe(obj):
 
 
 def runtime_checks(xs: tuple, checks) -> tuple:
-    """The arrays ``xs``, after raising ``ValueError(message + ", got " + got)`` (or with ``got`` in place of "{got}"
-    in the message) for the first ``(bad, message, got)`` of ``checks`` whose ``bad`` (a boolean array) holds anywhere.
+    """The arrays ``xs``, after raising ``error(message + ", got " + got)`` (or with ``got`` in place of "{got}" in the
+    message) for the first check ``(bad, message, got)`` or ``(bad, message, got, error)`` of ``checks`` whose
+    ``bad`` (a boolean array) holds anywhere; ``error`` is :class:`InputError` unless given (a failed run, not bad
+    input, raises a plain ``ValueError``: :func:`diffchain._analysis.diagnosis.run_checks`).
 
-    Checks of values known now run now (a plain ValueError). Checks of traced values (under ``jit``, ``vmap``,
-    ``grad``) run with the program: one ``lax.cond`` for all of them, whose error branch is a host callback, so valid
-    input costs the reductions and one branch; under ``jit`` JAX reports a failure as a ``JaxRuntimeError`` whose text
-    starts with the message (the ``ValueError`` itself when a compiled program is reused). Under ``vmap`` a bad element
-    anywhere in the batch raises and is named. The checks are tied to ``xs``: the caller must use the returned arrays
-    (checks whose results are unused are removed with them).
+    Checks of values known now run now. Checks of traced values (under ``jit``, ``vmap``, ``grad``) run with the
+    program: one ``lax.cond`` for all of them, whose error branch is a host callback, so valid input costs the
+    reductions and one branch; a diffchain function (:func:`compiled`) raises the error itself, and under a ``jit`` of
+    the user's JAX reports it as a ``JaxRuntimeError`` whose third line is ``"InputError: <message>"``. Under
+    ``vmap`` a bad element anywhere in the batch raises and is named. The checks are tied to ``xs``: the caller must
+    use the returned arrays (checks whose results are unused are removed with them).
     """
     traced = []
-    for bad, message, got in checks:
+    for check in checks:
+        bad, message, got, error = check if len(check) == 4 else (*check, InputError)
         got = bad if got is None else got
         if not any(isinstance(a, jax.core.Tracer) for a in (bad, got)):
             if bool(np.any(np.asarray(bad))):
-                raise ValueError(_text(message, got))
+                raise error(_text(message, got))
         else:
-            traced.append((jnp.any(bad), message, jnp.asarray(got)))
+            traced.append((jnp.any(bad), (error, message), jnp.asarray(got)))
     if not traced:
         return tuple(xs)
-    bads, messages, gots = zip(*traced)
-    return tuple(_checked(messages, tuple(xs), bads, gots))
+    bads, specs, gots = zip(*traced)
+    with _reporting_failed_checks():  # (the checks run now under a vmap outside jit: the error they raise)
+        return tuple(_checked(specs, tuple(xs), bads, gots))
 
 
 def runtime_check(x, bad, message: str, got=None):
     """``x`` after the check ``(bad, message, got)`` of :func:`runtime_checks`."""
     return runtime_checks((x,), [(bad, message, got)])[0]
+
+
+# the errors a failed check raises (:func:`runtime_checks`), by the names JAX's error text gives them
+_ERRORS = {"InputError": InputError, "diffchain.InputError": InputError, "ValueError": ValueError}
+_RAISED = re.compile(r"in _raise_in_generator\n(?:[ \t][^\n]*\n)*(?P<name>[\w.]+): (?P<message>[^\n]*)")
+
+
+def _failed_check(error):
+    """The exception a failed run-time check raised, read back from the ``JaxRuntimeError`` that reports it (its text
+    holds the callback's traceback: :func:`_raise_in_generator`, then the error's name and its one-line message); None
+    for any other error."""
+    match = _RAISED.search(str(error))
+    if match is None or match["name"] not in _ERRORS:
+        return None
+    return _ERRORS[match["name"]](match["message"])
+
+
+class _QuietCallbackFailure:
+    """Drops JAX's log record of a failed host callback (the traceback it writes to stderr, before the error that
+    reports it): the error raised in its place says it all. Installed on the logger "jax._src.callback" for one call
+    only, as ``equinox.filter_jit`` does."""
+
+    def filter(self, record):
+        return not (record.name == "jax._src.callback" and record.getMessage() == "jax.pure_callback failed")
 
 
 def compiled(fn):
@@ -124,11 +222,12 @@ def compiled(fn):
 
     Bad input raises as it would without: argument errors while tracing (the types of the static arguments are part
     of the signature, so that ``n_steps=True`` is checked, not taken for a compiled ``n_steps=1``), and a failed
-    run-time check (:func:`runtime_checks`) of a call made here as the ``ValueError`` with its message (JAX reports an
-    error in a host callback as a ``JaxRuntimeError`` holding that text; within a user's ``jit`` it still does).
-    An argument that is a numpy integer or bool scalar (``n_steps=np.int64(500)``) is taken as the Python value, as
-    the function takes it, not traced as an array. A call with an argument that cannot be hashed (e.g. a policy that
-    is a dataclass instance) runs op by op, as before."""
+    run-time check (:func:`runtime_checks`) of a call made here as the error it raised (an :class:`InputError`), not
+    as the ``JaxRuntimeError`` by which JAX reports it (whose text holds it, and which is all a user's ``jit`` can
+    raise), and without JAX's log of the callback's traceback on stderr. An argument that is a numpy integer or bool
+    scalar (``n_steps=np.int64(500)``) is taken as the Python value, as the function takes it, not traced as an
+    array. A call with an argument that cannot be hashed (e.g. a policy that is a dataclass instance) runs op by op,
+    as before."""
     @eqx.filter_jit
     def jitted(kinds, args, kwargs):
         return fn(*args, **kwargs)
@@ -140,18 +239,30 @@ def compiled(fn):
         try:
             hash(tuple(static))
         except TypeError:
-            return fn(*args, **kwargs)
-        kinds = tuple(map(type, static))
-        _FAILED[0] = None
-        try:
-            return jitted(kinds, args, kwargs)
-        except jax.errors.JaxRuntimeError as error:
-            message = _FAILED[0]
-            if message is None or message not in str(error):
-                raise
-            raise ValueError(message) from None
+            run = functools.partial(fn, *args, **kwargs)
+        else:
+            run = functools.partial(jitted, tuple(map(type, static)), args, kwargs)
+        with _reporting_failed_checks():
+            return run()
 
     return call
+
+
+@contextlib.contextmanager
+def _reporting_failed_checks():
+    """Within: a failed run-time check raises the error it raised (:func:`_failed_check`), not the ``JaxRuntimeError``
+    that reports it, and JAX's log of the callback's traceback is left out (:class:`_QuietCallbackFailure`)."""
+    quiet, logger = _QuietCallbackFailure(), logging.getLogger("jax._src.callback")
+    logger.addFilter(quiet)
+    try:
+        yield
+    except jax.errors.JaxRuntimeError as error:
+        failed = _failed_check(error)
+        if failed is None:
+            raise
+        raise failed from None
+    finally:
+        logger.removeFilter(quiet)
 
 
 def _python_scalar(value):
