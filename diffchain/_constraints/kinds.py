@@ -15,6 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._xla.linalg import row_norms
+
 
 
 _R = np.array([[0.0, -1.0], [1.0, 0.0]])
@@ -111,11 +113,21 @@ class PointKinds(eqx.Module):
       guided (G,):  a prescribed acceleration a^w_i (§6.1): S_i = I, beta_i = a^w_i (a fixed pin: a^w = 0);
       slider (G,):  on the fixed line {x : s_i·x = c_i} (§6.3; ``s`` (G, 2) unit normals, ``c`` (G,) offsets):
                     S_i = [s_i^T; 0], beta_i = [the PD term of eq. 33; 0]; ``guided`` wins where both are set.
+
+    Every form reads the lines through :attr:`lines`, scaled to a unit normal: a normal off the unit circle (a
+    derivative along it, a traced value) still means the line {x : s·x = c}, the same for every solver.
     """
     guided: jax.Array
     slider: jax.Array
     s: jax.Array
     c: jax.Array
+
+    @property
+    def lines(self):
+        """(s / |s|, c / |s|): the sliders' lines with unit normals (a zero normal is left as it is)."""
+        r = row_norms(self.s)
+        r = jnp.where(r > 0, r, 1.0)
+        return self.s / r[..., None], self.c / r
 
     @property
     def slider_mask(self):
@@ -128,17 +140,18 @@ class PointKinds(eqx.Module):
         the admissible accelerations are a_i = P_i a + a0_i with P_i = I - sum_j S_ij^T S_ij and
         a0_i = sum_j S_ij^T beta_ij (:func:`diffchain._constraints.chain.projector`)."""
         guided, slider = self.guided, self.slider_mask
-        eye = jnp.broadcast_to(jnp.eye(2, dtype=P.dtype), guided.shape + (2, 2))
-        S = jnp.where(guided[:, None, None], eye, jnp.stack([self.s, jnp.zeros_like(self.s)], 1))
+        (s, c), eye = self.lines, jnp.broadcast_to(jnp.eye(2, dtype=P.dtype), guided.shape + (2, 2))
+        S = jnp.where(guided[:, None, None], eye, jnp.stack([s, jnp.zeros_like(s)], 1))
         mask = jnp.stack([guided | slider, guided], -1)
-        beta_s = slider_rhs(self.s[:, 0], self.s[:, 1], self.c, P[:, 0], P[:, 1], V[:, 0], V[:, 1], w)
+        beta_s = slider_rhs(s[:, 0], s[:, 1], c, P[:, 0], P[:, 1], V[:, 0], V[:, 1], w)
         beta = jnp.where(guided[:, None], a_w, jnp.stack([beta_s, jnp.zeros_like(beta_s)], -1))
         return S, mask, jnp.where(mask, beta, 0.0)
 
     def residual(self, P):
         """The rows' position errors (G, 2) at P (G, 2): a slider's s_i^T p_i - c_i, 0 elsewhere (a guided point is
         where its prescribed motion puts it)."""
-        line = jnp.where(self.slider_mask, jnp.sum(self.s * P, -1) - self.c, 0.0)
+        s, c = self.lines
+        line = jnp.where(self.slider_mask, jnp.sum(s * P, -1) - c, 0.0)
         return jnp.stack([line, jnp.zeros_like(line)], -1)
 
 

@@ -172,13 +172,14 @@ class Model(eqx.Module):
 
     @property
     def s(self):
-        """The sliders' unit normals (G, 2) (:attr:`point_kinds`)."""
-        return self.point_kinds.s
+        """The sliders' unit normals (G, 2) (:attr:`point_kinds`, scaled to unit length: :attr:`PointKinds.lines`)."""
+        return self.point_kinds.lines[0]
 
     @property
     def c(self):
-        """The sliders' line offsets (G,): point i stays on {x : s_i·x = c_i} (:attr:`point_kinds`)."""
-        return self.point_kinds.c
+        """The sliders' line offsets (G,): point i stays on {x : s_i·x = c_i} (:attr:`point_kinds`, with the unit
+        normals of :attr:`s`)."""
+        return self.point_kinds.lines[1]
 
     @property
     def slider_mask(self):

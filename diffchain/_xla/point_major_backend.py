@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 
@@ -57,6 +58,8 @@ class PointMajor(Backend):
             controls = Control(controls.tau, controls.forces(), controls.a_w)
         if chain.n == 1 or steps == 0:  # no rod or no step: nothing to batch point by point
             return run(chain, state, controls)
+        # the slider lines with unit normals before the adjoint, which reads s and c as they are (PointKinds.lines)
+        chain = eqx.tree_at(lambda c: (c.point_kinds.s, c.point_kinds.c), chain, chain.point_kinds.lines)
         policy, inputs, run_inputs = None, controls, run
         if callable(controls) and not isinstance(controls, Control):  # its closed-over values as explicit inputs
             policy, inputs = _explicit(controls, state)
