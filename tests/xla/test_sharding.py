@@ -55,6 +55,23 @@ SCRIPT = textwrap.dedent("""
                       "spec": list(many[k].sharding.spec)}
         out[name] = res
 
+    # plain JAX: a NamedSharding of its own, jit of vmap of the checked rollout. The checks' lax.cond runs where the
+    # host callback runs (device 0), on a few reduced numbers: the states stay sharded (no "Involuntary full
+    # rematerialization" of them there: the fixture reads the compiler's stderr), and nothing but those numbers moves
+    mesh = jax.sharding.Mesh(np.array(devices), ("b",))
+    placed = jax.device_put((starts, taus), jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("b")))
+    plain = jax.jit(jax.vmap(lambda s, u: dc.rollout(chain, s, dc.Control(tau=u), dt)))
+    final, traj = plain(*placed)
+    ref = jax.jit(jax.vmap(lambda s, u: dc.rollout(chain, s, dc.Control(tau=u), dt, check=False)))(starts, taus)
+    out["plain"] = {"specs": [list(a.sharding.spec) for a in (final.x, final.v, traj.x)],
+                    "shards": sorted((s.device.id, s.data.shape[0]) for s in final.x.addressable_shards),
+                    "rel_err": max(float(np.max(np.abs(np.asarray(a) - np.asarray(b)))) / max(float(np.max(np.abs(
+                        np.asarray(b)))), 1e-300) for a, b in zip(jax.tree.leaves((final, traj)), jax.tree.leaves(ref)))}
+    hlo = plain.lower(*placed).compile().as_text()
+    out["checked_collectives"] = sorted(set(re.findall(r"(all-gather|all-reduce|all-to-all|collective-permute|"
+                                                       r"reduce-scatter)", hlo)))
+    out["checked_gathers"] = [ln.strip()[:200] for ln in hlo.splitlines() if re.search(r"= \\S+ all-gather", ln)]
+
     # without the run-time checks the partitioned program has no communication at all
     nocheck = jax.jit(jax.vmap(lambda s, u: dc.rollout(chain, s, dc.Control(tau=u), dt, check=False,
                                                        backend=dc.PointMajor(), integrator=dc.RK4())[0]))
@@ -78,7 +95,7 @@ def two_devices():
     out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     line = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")][-1]
-    return json.loads(line[len("RESULT "):])
+    return {**json.loads(line[len("RESULT "):]), "stderr": out.stderr}
 
 
 @pytest.mark.slow
@@ -98,6 +115,20 @@ def test_sharded_outputs_are_spread_over_both_devices(two_devices, program):
         assert r["devices"] == [0, 1], (name, r)
         assert r["shards"] == [[0, 2], [1, 2]], (name, r)  # half the batch of 4 on each device
         assert r["spec"] == ["batch"], (name, r)
+
+
+@pytest.mark.slow
+def test_checks_of_a_sharded_batch_leave_it_sharded(two_devices):
+    """jax.jit(jax.vmap(dc.rollout)) of a batch placed by jax.device_put with a NamedSharding, check=True: the
+    compiler moves no state to the device of the checks' callback (XLA reports such a move on stderr as an
+    "Involuntary full rematerialization"), the outputs stay split over both devices, equal to the unchecked run on one
+    device to round-off, and no all-gather is left in the program (the checks all-reduce a few numbers)."""
+    assert "Involuntary full rematerialization" not in two_devices["stderr"], two_devices["stderr"][-3000:]
+    plain = two_devices["plain"]
+    assert plain["specs"] == [["b"], ["b"], ["b"]] and plain["shards"] == [[0, 2], [1, 2]], plain
+    assert plain["rel_err"] <= 1e-12, plain
+    assert two_devices["checked_gathers"] == [], two_devices["checked_gathers"]
+    assert "all-reduce" in two_devices["checked_collectives"], two_devices["checked_collectives"]
 
 
 def test_unchecked_sharded_rollout_has_no_communication(two_devices):
