@@ -151,10 +151,14 @@ def event_step(model, events: Events, es: EventState, control: Control, dt, *,
     :class:`diffchain.KKT` (rigid links too; the default, and the only kind, for a mechanism).
 
     ``model``: a chain or a mechanism (its contacts are its points, its limits its angle
-    stops, its control the motor torques ``Control(tau=...)``); ``control`` None: no input.
+    stops, its control the motor torques ``Control(tau=...)``); ``control`` None: no input. A ``dt`` known at trace
+    time must be > 0 (events need forward time; a traced one is not checked).
     """
     chain = model  # (a chain or a mechanism)
+    from .._simulate.rollout import dt_checks
+
     check_event_integrator(integrator, "event_step")
+    dt_checks(dt, "event_step", traced=False)  # (a known dt: > 0, events need forward time)
     if control is None:  # no input: the cached control's pytree, zero
         control = jax.tree_util.tree_map(jnp.zeros_like, es.control)
     return _event_quantum(chain, events, es, control, dt, solver, integrator)

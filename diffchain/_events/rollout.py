@@ -32,7 +32,7 @@ def event_rollout(model, events: Events, es: EventState, controls, dt, *, n_step
     intermediate arrays; None stores them). ``model`` may be a :func:`Chain` or a
     mechanism (with ``dc.Events(mechanism, ...)``, ``dc.EventState(state, model=mechanism)`` and the motor
     torques as controls, ``Control(tau=(T, n_motors))``); ``solver`` defaults to the recursion for a chain, dense KKT
-    for a mechanism. The start is validated by
+    for a mechanism. ``dt`` must be > 0 (events need forward time). The start is validated by
     :func:`check_event_state` unless ``check=False`` (e.g. to study drift on purpose), and so is the run: a
     ``ValueError`` says when its final state is not finite or off the rods and sliders beyond a tolerance that scales
     with the dtype (:mod:`diffchain._analysis.diagnosis`). Quanta that used up their budget are counted in the
@@ -49,7 +49,7 @@ def event_rollout(model, events: Events, es: EventState, controls, dt, *, n_step
     n_steps = check_n_steps(n_steps, who)
     controls = check_controls(chain, controls, n_steps, who)
     chain.check_inputs(es.state, controls, who, steps=True)
-    pending = dt_checks(dt, who, check)
+    pending = dt_checks(dt, who, check)  # (integrator None: events need forward time)
     pending += control_checks(controls, who, check) if isinstance(controls, Control) else []
     if pending:
         es = eqx.tree_at(lambda e: e.state.x, es, runtime_checks((es.state.x,), pending)[0])

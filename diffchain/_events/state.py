@@ -12,7 +12,7 @@ from .detection import _slack, limit_arc
 from .._model.geometry import wrapped_joint_angles
 from .._model.model import GENERAL, Model
 from .._model.chain import Chain, Control, State
-from .._model.checks import _concrete, _require, runtime_checks
+from .._model.checks import _require, runtime_checks
 from .._model.host import array, xp, zeros as host_zeros
 from .._model.geometry import wrap_angle
 
@@ -83,6 +83,10 @@ class Events(eqx.Module):
 
         self.theta_min, self.theta_max = stops or (full(theta_min, -np.inf, "theta_min"),
                                                    full(theta_max, np.inf, "theta_max"))
+        _require(self.z0.shape == self.z.shape, f"Events: z0 and z must both be (K, 2), got {self.z0.shape}, {self.z.shape}")
+        self.z0, self.z, self.theta_min, self.theta_max = runtime_checks(
+            (self.z0, self.z, self.theta_min, self.theta_max), _value_checks(self.z0, self.z, self.theta_min,
+                                                                             self.theta_max))
         self.threshold, self.chatter_count, self.chatter_window = (array(v, dt) for v in (threshold, chatter_count,
                                                                                            chatter_window))
         self.max_depth, self.slots = int(max_depth), int(slots)
@@ -90,22 +94,39 @@ class Events(eqx.Module):
     def __check_init__(self):
         n = self.contact.shape[0]
         _require(self.z0.shape == self.z.shape, f"Events: z0 and z must both be (K, 2), got {self.z0.shape}, {self.z.shape}")
-        z = _concrete(self.z)
-        if z is not None and z.size:
-            norms = np.linalg.norm(z, axis=-1)
-            _require(bool(np.all(np.abs(norms - 1) < 1e-6)), f"Events: obstacle normals z must be unit vectors, got norms {norms}")
-        lo, hi = _concrete(self.theta_min), _concrete(self.theta_max)
-        if lo is not None and hi is not None:
-            _require(lo.shape == (n,) and hi.shape == (n,), f"Events: theta_min and theta_max must have shape ({n},)")
-            _require(bool(np.all(lo < hi)), f"Events: need theta_min < theta_max, got {lo} and {hi}")
-            _require(bool(np.all(lo[np.isfinite(lo)] >= -np.pi) and np.all(hi[np.isfinite(hi)] <= np.pi)),
-                     "Events: angle limits must lie in [-pi, pi] (joint angles are wrapped to (-pi, pi])")
+        _require(self.theta_min.shape == (n,) and self.theta_max.shape == (n,),
+                 f"Events: theta_min and theta_max must have shape ({n},)")
         _require(self.slots >= 3, f"Events: slots must be >= 3 (refresh, trial, forced finish), got {self.slots}")
         _require(self.max_depth >= 0, f"Events: max_depth must be >= 0, got {self.max_depth}")
 
     @property
     def n(self) -> int:
         return self.contact.shape[0]
+
+
+def _value_checks(z0, z, lo, hi) -> list:
+    """The checks of the values of :class:`Events` (now where they are known, when the program runs where they are
+    traced: :func:`diffchain._model.checks.runtime_checks`): finite obstacle points, unit normals, and angle limits
+    with theta_min < theta_max, within [-pi, pi] where finite (-inf, inf: none). Only a few numbers enter them: the
+    first bad line's or joint's values."""
+    xp_ = xp(z0, z, lo, hi)
+    checks = []
+    if z0.shape[0]:
+        bad_point = ~xp_.all(xp_.isfinite(z0), axis=-1)
+        norms = xp_.sqrt(xp_.sum(z * z, axis=-1))
+        bad_normal = ~(xp_.abs(norms - 1) < 1e-6)
+        checks += [(bad_point, "Events: the obstacle points z0 must be finite, got the point {got}",
+                    z0[xp_.argmax(bad_point)]),
+                   (bad_normal, "Events: obstacle normals z must be unit vectors (norm 1 to 1e-6), got a normal of "
+                    "norm {got}", norms[xp_.argmax(bad_normal)])]
+    order = ~(lo < hi)
+    wrapped = (xp_.isfinite(lo) & (lo < -np.pi)) | (xp_.isfinite(hi) & (hi > np.pi))
+    first, far = xp_.argmax(order), xp_.argmax(wrapped)
+    return checks + [
+        (order, "Events: need theta_min < theta_max at every joint (-inf, inf: no limit): joint {0:.0f} has "
+                "theta_min = {1:.6g}, theta_max = {2:.6g}", xp_.stack([first + 1.0, lo[first], hi[first]])),
+        (wrapped, "Events: angle limits must lie in [-pi, pi] (joint angles are wrapped to (-pi, pi]): joint {0:.0f} "
+                  "has theta_min = {1:.6g}, theta_max = {2:.6g}", xp_.stack([far + 1.0, lo[far], hi[far]]))]
 
 
 def _mechanism_features(mech, contact, theta_min, theta_max, dt):

@@ -195,9 +195,10 @@ _RAISED = re.compile(r"in _raise_in_generator\n(?:[ \t][^\n]*\n)*(?P<name>[\w.]+
 
 
 def _failed_check(error):
-    """The exception a failed run-time check raised, read back from the ``JaxRuntimeError`` that reports it (its text
-    holds the callback's traceback: :func:`_raise_in_generator`, then the error's name and its one-line message); None
-    for any other error."""
+    """The exception a failed run-time check raised, read back from the error by which JAX reports it: a
+    ``JaxRuntimeError``, or a ``ValueError`` where it reruns a compiled program (jaxlib 0.10), whose text holds the
+    callback's traceback: :func:`_raise_in_generator`, then the error's name and its one-line message. None for any
+    other error."""
     match = _RAISED.search(str(error))
     if match is None or match["name"] not in _ERRORS:
         return None
@@ -256,8 +257,8 @@ def _reporting_failed_checks():
     logger.addFilter(quiet)
     try:
         yield
-    except jax.errors.JaxRuntimeError as error:
-        failed = _failed_check(error)
+    except (jax.errors.JaxRuntimeError, ValueError) as error:  # (a ValueError where JAX reruns a compiled program)
+        failed = None if isinstance(error, InputError) else _failed_check(error)
         if failed is None:
             raise
         raise failed from None

@@ -6,6 +6,13 @@ Implementations are objects passed to :func:`diffchain.step` and :func:`diffchai
 :mod:`diffchain._simulate.projection` need the model itself. Each carries the factor of its PD drift correction time
 constant delta_eps = ``stab_factor`` * dt (seed §12.2 eq. 33 suggests several quanta, ~5); None integrates the exact
 constraint accelerations without correction.
+
+Backward in time: an integrator whose :attr:`Integrator.backward` is True takes a step ``dt < 0``. Every integrator of
+the library does (they are explicit one-step schemes, as accurate backward as forward; the drift correction's time
+constant stab_factor * dt changes sign with dt and so damps the drift in the direction of integration); an integrator
+of your own says so by setting ``backward = True``. Only the symmetric schemes undo a step with the step back: RATTLE
+to round-off (forces of the positions alone), the others to within their local error (velocity Verlet's a' is taken
+at the predicted velocity, and a chain's constraint forces depend on the velocities).
 """
 from __future__ import annotations
 
@@ -25,6 +32,7 @@ class Integrator(eqx.Module):
 
     stab_factor: float | None = 5.0
     chains_only: ClassVar[bool] = False  # (it steps serial chains alone)
+    backward: ClassVar[bool] = False  # (it takes dt < 0, backward in time; the library's integrators set it)
 
     def __check_init__(self):
         f = self.stab_factor
@@ -54,6 +62,8 @@ class SeedQuantum(Integrator):
     chaotic one until the state is not finite. Use it to reproduce the seed; :class:`diffchain.Projected` is the
     default."""
 
+    backward: ClassVar[bool] = True
+
     def __call__(self, accel, state, dt):
         a = accel(state)
         return type(state)(state.x + dt * state.v + 0.5 * dt**2 * a, state.v + dt * a, state.t + dt)
@@ -69,6 +79,8 @@ class VelocityVerlet(Integrator):
     seed's quantum, whose energy drift it removes (:class:`SeedQuantum`). In a plain rollout it takes two calls per
     step."""
 
+    backward: ClassVar[bool] = True
+
     def __call__(self, accel, state, dt):
         a = accel(state)
         x1 = state.x + dt * state.v + 0.5 * dt**2 * a
@@ -78,6 +90,8 @@ class VelocityVerlet(Integrator):
 
 class SemiImplicitEuler(Integrator):
     """Symplectic Euler: v += dt a, x += dt v_new (conserves a shadow energy; cheap)."""
+
+    backward: ClassVar[bool] = True
 
     def __call__(self, accel, state, dt):
         v = state.v + dt * accel(state)
@@ -92,6 +106,7 @@ class RK4(Integrator):
     """
 
     stab_factor: float | None = 50.0
+    backward: ClassVar[bool] = True
 
     def __call__(self, accel, state, dt):
         def f(x, v, t):

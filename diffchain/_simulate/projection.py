@@ -169,6 +169,7 @@ class RATTLE(ChainIntegrator):
 
     iterations: int = eqx.field(static=True, default=3)
     chains_only: ClassVar[bool] = True  # (it solves a chain's rods and sliders)
+    backward: ClassVar[bool] = True  # (symmetric: a step with -dt undoes one with dt, forces of the positions alone)
 
     def step(self, chain, state, control, dt, solver=Recursive()):
         x, v, h = state.x, state.v, dt
@@ -209,6 +210,11 @@ class Projected(ChainIntegrator):
                             f"got {base!r}")
         self.stab_factor = None
         self.base, self.iterations = base, int(iterations)
+
+    @property
+    def backward(self) -> bool:
+        """Whether it takes dt < 0: as its base does (the projection does not depend on the direction of time)."""
+        return self.base.backward
 
     def step(self, model, state, control, dt, solver=Recursive()):
         return project(model, self.base.step(model, state, control, dt, solver), self.iterations, solver)

@@ -15,7 +15,7 @@ import numpy as np
 from .._model.geometry import links
 from .integrators import Integrator
 from .._model.chain import Chain, Control, State
-from .._model.checks import compiled, describe, runtime_checks
+from .._model.checks import InputError, compiled, describe, runtime_checks
 from .._model.model import PATH, check_model
 from .projection import Projected
 from .._solvers.implicit import KKT_SOLUTION
@@ -44,8 +44,9 @@ def step(model, state: State, control: Control, dt, *, solver: Solver | None = N
     or a mechanism (its control: the motor torques, ``Control(tau=(n_motors,))``); ``solver`` as for
     :func:`rollout`.
 
-    Arguments of the wrong type or shape raise at trace time. ``check=True`` also checks that ``dt`` is finite and > 0
-    and the control finite, and that the new state is finite and on the constraints
+    Arguments of the wrong type or shape raise at trace time. ``check=True`` also checks that ``dt`` is finite and
+    nonzero (> 0 for an integrator that does not integrate backward in time, :attr:`Integrator.backward`), the control
+    and the state finite (:class:`diffchain.InputError`), and that the new state is finite and on the constraints
     (:mod:`diffchain._analysis.diagnosis`), when the program runs if they are traced: inside a loop of your own that is
     one check per step, which ``check=False`` switches off (``rollout`` checks its inputs and its run once per call
     instead).
@@ -55,7 +56,8 @@ def step(model, state: State, control: Control, dt, *, solver: Solver | None = N
     if not isinstance(control, Control):
         raise TypeError(f"{who}: control must be a diffchain.Control, got {describe(control)}")
     model.check_inputs(state, control, who)
-    pending = dt_checks(dt, who, check) + control_checks(control, who, check)
+    pending = dt_checks(dt, who, check, integrator) + control_checks(control, who, check)
+    pending += [finite_state_check(state, f"{who}: the state")] if check else []
     new = integrator.step(model, state, control, dt, solver)
     if check:  # and the result: finite and on the constraints (diffchain._analysis.diagnosis)
         one = jax.tree_util.tree_map(lambda a: jnp.asarray(a)[None], new)
@@ -80,19 +82,30 @@ def check_arguments(model, solver, integrator, who: str):
     return check_solver(solver, who, model)
 
 
-def dt_checks(dt, who: str, traced: bool = True) -> list:
-    """Raise now unless ``dt`` is a finite real scalar > 0; for a traced ``dt``, the check to run with the program
-    (a list for :func:`diffchain._model.checks.runtime_checks`; empty if not ``traced``)."""
+def dt_checks(dt, who: str, traced: bool = True, integrator: Integrator | None = None) -> list:
+    """Raise now unless ``dt`` is a finite real scalar, > 0 or, for an ``integrator`` that integrates backward in time
+    (:attr:`Integrator.backward`), nonzero (None: an event rollout, whose events need forward time); for a traced
+    ``dt``, the check to run with the program (a list for :func:`diffchain._model.checks.runtime_checks`; empty if not
+    ``traced``)."""
     if jnp.ndim(dt) != 0:
         raise ValueError(f"{who}: dt must be a scalar time step, got shape {jnp.shape(dt)}")
     if not jnp.issubdtype(jnp.result_type(dt), jnp.number) or jnp.issubdtype(jnp.result_type(dt), jnp.complexfloating):
         raise TypeError(f"{who}: dt must be a real number, got {describe(dt)}")
+    backward = integrator is not None and integrator.backward
+    if backward:
+        message = f"{who}: dt must be finite and nonzero (a negative dt integrates backward in time)"
+    elif integrator is None:
+        message = f"{who}: dt must be finite and > 0 (events need forward time: their times are the roots ahead)"
+    else:
+        message = (f"{who}: dt must be finite and > 0 for integrator={integrator!r}, which does not integrate "
+                   "backward in time (an Integrator that does sets backward = True)")
     if not isinstance(dt, jax.core.Tracer):
         value = float(dt)
-        if not (value > 0 and value < float("inf")):
-            raise ValueError(f"{who}: dt must be finite and > 0, got {value}")
+        if not (abs(value) < float("inf") and (value != 0 if backward else value > 0)):
+            raise InputError(f"{message}, got {value}")
         return []
-    return [(~(jnp.isfinite(dt) & (dt > 0)), f"{who}: dt must be finite and > 0", dt)] if traced else []
+    ok = jnp.isfinite(dt) & ((dt != 0) if backward else (dt > 0))
+    return [(~ok, message, dt)] if traced else []
 
 
 def check_n_steps(n_steps, who: str):
@@ -119,14 +132,14 @@ def control_checks(control: Control, who: str, traced: bool = True) -> list:
     pending = []
     for name in ("tau", "F", "a_w"):
         leaf = getattr(control, name)
-        if leaf is None:
+        if leaf is None or not np.prod(jnp.shape(leaf)):  # (none, or empty: a mechanism without motors)
             continue
         message = f"{who}: the control's {name} must be finite"
         if not isinstance(leaf, jax.core.Tracer):
             value = np.asarray(leaf)
             if not np.all(np.isfinite(value)):
                 where = tuple(int(i) for i in np.argwhere(~np.isfinite(value))[0])
-                raise ValueError(f"{message}, got {value[where]} at index {where}")
+                raise InputError(f"{message}, got {value[where]} at index {where}")
         elif traced:
             pending.append(finite_check(leaf, message, time_axis=leaf.ndim > 1 + (name != "tau")))
     return pending
@@ -141,6 +154,34 @@ def finite_check(x, message: str, time_axis: bool) -> tuple:
     flat = x.reshape(-1)
     bad = ~jnp.isfinite(flat)
     return bad, message, flat[jnp.argmax(bad)]
+
+
+def finite_state_check(state: State, what: str) -> tuple:
+    """The check that ``state`` (``what``: how the message names it) is finite, for
+    :func:`diffchain._model.checks.runtime_checks`; only max|x| and max|v| enter it."""
+    size, speed = jnp.max(jnp.abs(state.x), initial=0.0), jnp.max(jnp.abs(state.v), initial=0.0)
+    return (~(jnp.isfinite(size) & jnp.isfinite(speed)),
+            f"{what} must be finite, but x or v holds NaN or inf (max|x|, max|v| = {{got}})", jnp.stack([size, speed]))
+
+
+def mechanism_state_checks(mech, state: State, who: str, tol: float = 1e-6) -> list:
+    """The checks that the start ``state`` of the mechanism ``mech`` is finite and on its constraints: the loop closure
+    |Phi(q, t)| within ``tol`` of its longest length and its rate |Phi_q q_dot + Phi_t| within 100 ``tol`` (1 + max|v|),
+    each with the round-off of the dtype (:mod:`diffchain._analysis.diagnosis` measures them as it does a run's),
+    for :func:`diffchain._model.checks.runtime_checks`. A start drawn by hand is put there by :func:`diffchain.assemble`
+    (and its velocities by :func:`diffchain.velocity_analysis`); rolling out from elsewhere would move it there in the
+    first steps without a word (the projection, the drift correction)."""
+    from .._analysis.diagnosis import _measures
+
+    m = _measures(mech, jax.tree_util.tree_map(lambda a: jnp.asarray(a)[None], state), rtol=tol)
+    return [finite_state_check(state, f"{who}: the start"),
+            (m.finite[0] & (m.pos[0] > m.pos_tol[0]), f"{who}: the start must satisfy the mechanism's loop closure "
+             f"Phi(q, t) = 0 (to {tol:g} of its longest length), got |Phi| = {{0:.3g}} (allowed: {{1:.3g}}); assemble "
+             "it first: state, info = dc.assemble(mechanism, guess)", jnp.stack([m.pos[0], m.pos_tol[0]])),
+            (m.finite[0] & (m.vel[0] > m.vel_tol[0]), f"{who}: the start's velocities must satisfy the mechanism's "
+             "velocity constraints Phi_q q_dot + Phi_t = 0, got |Phi_q q_dot + Phi_t| = {0:.3g} (allowed: {1:.3g}); "
+             "compute them with state, info = dc.velocity_analysis(mechanism, state)", jnp.stack([m.vel[0],
+                                                                                              m.vel_tol[0]]))]
 
 
 def check_controls(chain, controls, n_steps, who):
@@ -183,12 +224,17 @@ def rollout(model, state: State, controls, dt, *, n_steps: int | None = None, so
     (which takes the dense solvers only). The default integrator ``Projected()`` keeps the constraints (rods and
     sliders; a mechanism's loop closure and its rate) to round-off.
 
+    ``dt`` may be negative: the run then goes backward in time, with any integrator of the library
+    (:attr:`Integrator.backward`; :mod:`diffchain._simulate.integrators` says which ones a step back undoes).
+
     Arguments of the wrong type or shape raise at trace time (TypeError / ValueError naming them), as do known bad
-    values (``dt`` not finite and > 0, non-finite controls). ``check=True`` also validates the start with
-    :func:`check_state` (on the rod and slider constraints, finite) and, when they are traced, ``dt`` and the controls:
-    once per call, when the program runs (one ``lax.cond``; :func:`diffchain._model.checks.runtime_checks`), and the run
-    itself: a ``ValueError`` says when its final state is not finite or off the rods and sliders beyond a
-    tolerance that scales with the dtype (:mod:`diffchain._analysis.diagnosis`). ``check=False`` skips these (e.g. to
+    values (``dt`` not finite or zero, non-finite controls: :class:`diffchain.InputError`). ``check=True`` also
+    validates the start with :func:`check_state` (on the rod and slider constraints, finite; a mechanism's start on its
+    constraints Phi(q, t) = 0 and their rate, to 1e-6 of its size: :func:`diffchain.assemble` puts it there) and, when
+    they are traced, ``dt`` and the controls: once per call, when the program runs (one ``lax.cond``;
+    :func:`diffchain._model.checks.runtime_checks`), and the run itself: a ``ValueError`` says when its final state is
+    not finite or off the rods and sliders beyond a tolerance that scales with the dtype
+    (:mod:`diffchain._analysis.diagnosis`). ``check=False`` skips these (e.g. to
     study the drift correction on purpose, or for a program without host callbacks; :func:`diffchain.diagnose` then
     reports on the run without raising): from a start no motion can keep on the constraints, the PD drift correction
     may drag the chain into a singular pose and the rollout diverge.
@@ -217,10 +263,10 @@ def rollout(model, state: State, controls, dt, *, n_steps: int | None = None, so
     controls = check_controls(model, controls, n_steps, who)
     model.check_inputs(state, controls, who, steps=True)
     _check_dtypes(model, state, controls, who)
-    pending = dt_checks(dt, who, check)
+    pending = dt_checks(dt, who, check, integrator)
     pending += control_checks(controls, who, check) if isinstance(controls, Control) else []
-    if check and model.topology == PATH:  # the start on the rods and sliders (a mechanism's: its run's check)
-        pending += state_checks(model, state)
+    if check:  # the start on the rods and sliders, or on a mechanism's constraints
+        pending += state_checks(model, state) if model.topology == PATH else mechanism_state_checks(model, state, who)
     if pending:  # one run-time check, tied to the start (small: no array of the inputs passes through it)
         state = State(runtime_checks((state.x,), pending)[0], state.v, state.t)
 
@@ -312,8 +358,8 @@ def check_state(chain: Chain, state: State, tol: float = 1e-6) -> State:
     Allowed: a rod-length or slider-line error of tol * max(l) + 8 eps max|x| and a stretch rate (or speed off a
     slider line) of tol (1 + max|v|) + 8 eps max|v| (1 + max|x| / min(l)), with eps the machine epsilon of the
     state's dtype: the terms in eps are the round-off of a state computed in that dtype (float32 positions far from
-    the origin carry errors far above 1e-6 of a short rod). Values known now raise a ValueError now; traced ones (under
-    ``jit``/``vmap``) when the program runs (:func:`diffchain._model.checks.runtime_checks`).
+    the origin carry errors far above 1e-6 of a short rod). Values known now raise a :class:`diffchain.InputError`
+    now; traced ones (under ``jit``/``vmap``) when the program runs (:func:`diffchain._model.checks.runtime_checks`).
     """
     return State(runtime_checks((state.x,), state_checks(chain, state, tol))[0], state.v, state.t)
 

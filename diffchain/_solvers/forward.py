@@ -22,7 +22,7 @@ def accelerations(model, state: State, control: Control, solver: Solver, stab=No
 @compiled
 def forward_dynamics(model, state: State, control: Control | None = None, *, solver: Solver | None = None,
                      stab=None, held=None, alpha_w=0.0, theta_bar=None, return_forces: bool = False,
-                     check: bool = False):
+                     check: bool | None = None):
     """Accelerations a (N, 2) of the coordinate points of ``model`` in ``state`` under ``control``, by ``solver``
     (default: the model's, the recursion for a chain and dense KKT for a mechanism).
 
@@ -34,9 +34,13 @@ def forward_dynamics(model, state: State, control: Control | None = None, *, sol
     ``theta_bar`` (n,), with ``stab``, pulls a held angle back to it. With ``return_forces`` the whole
     :class:`Solution`: a, the constraint forces (a chain's rod tensions phi (n-1,), F_{i+1}^d = r_i phi_i; a
     mechanism's multipliers lambda, one per row of its Phi, which :func:`diffchain.reactions` turns into joint forces),
-    with ``held`` the torques tau_w (n,), and a dense solve's rank information. With ``check``, accelerations that are
-    not finite raise, also under ``jit``, and so does a dense solve whose rank information says it is singular (a rank
-    below the mechanism's nominal rank) or inconsistent, instead of returning a flagged result.
+    with ``held`` the torques tau_w (n,), and a dense solve's rank information.
+
+    ``check``: by default (None) the inputs are checked: a state or a control that holds NaN or inf raises a
+    :class:`diffchain.InputError`, also under ``jit`` (when the program runs). ``check=True`` also checks the result:
+    accelerations that are not finite raise a ``ValueError``, and so does a dense solve whose rank information says it
+    is singular (a rank below the mechanism's nominal rank) or inconsistent, instead of returning a flagged result.
+    ``check=False`` checks neither (a program without host callbacks).
     """
     who = "forward_dynamics"
     check_model(model, who)
@@ -48,6 +52,11 @@ def forward_dynamics(model, state: State, control: Control | None = None, *, sol
     if held is not None and model.topology != PATH:
         raise ValueError(f"{who}: held joints (seed 000 Part II) are a chain's; a mechanism holds its angle stops "
                          "in the event rollout, or prescribes an angle with a driver (MechanismBuilder.drive)")
+    if check is not False:  # the inputs: finite (only their largest magnitudes enter the check)
+        from .._simulate.rollout import control_checks, finite_state_check
+        pending = [finite_state_check(state, f"{who}: the state")] + control_checks(control, who)
+        x, v = runtime_checks((state.x, state.v), pending)
+        state = State(x, v, state.t)
     if held is None:
         sol = solver(model, state, control, stab)
     else:
@@ -59,12 +68,13 @@ def forward_dynamics(model, state: State, control: Control | None = None, *, sol
 
 def _checked(sol, who: str, nominal_rank):
     """``sol`` whose accelerations raise (also under jit, :func:`diffchain._model.checks.runtime_checks`) where they are
-    not finite, or where a dense solve's rank information says it is singular or inconsistent."""
-    checks = [(~jnp.all(jnp.isfinite(sol.a)), f"{who}: {STATUS[NONFINITE]}", jnp.max(jnp.abs(sol.a)))]
+    not finite, or where a dense solve's rank information says it is singular or inconsistent: a failed solve, not bad
+    input (a ``ValueError``)."""
+    checks = [(~jnp.all(jnp.isfinite(sol.a)), f"{who}: {STATUS[NONFINITE]}", jnp.max(jnp.abs(sol.a)), ValueError)]
     if sol.info is not None:
         checks += [(sol.info.status == SINGULAR, f"{who}: {STATUS[SINGULAR]}: the rank and the nominal rank are",
-                    jnp.stack([sol.info.rank, jnp.asarray(nominal_rank)])),
+                    jnp.stack([sol.info.rank, jnp.asarray(nominal_rank)]), ValueError),
                    (sol.info.status == INCONSISTENT, f"{who}: {STATUS[INCONSISTENT]}: the residual is",
-                    sol.info.residual)]
+                    sol.info.residual, ValueError)]
     (a,) = runtime_checks((sol.a,), checks)
     return eqx.tree_at(lambda s: s.a, sol, a)

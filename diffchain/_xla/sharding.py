@@ -19,8 +19,11 @@ def shard(tree, devices=None, axis_name: str = "batch"):
         taus = dc.shard(taus)                                       # (B, T, n)
         final, traj = jax.jit(jax.vmap(lambda s, u: dc.rollout(chain, s, dc.Control(tau=u), dt)))(starts, taus)
 
-    The only communication is that of the run-time checks of ``check=True`` (a reduction of the per-element check
-    results and the start positions, O(B n) numbers per call); ``check=False`` has none. On several hosts each
+    The only communication is that of the run-time checks of ``check=True``: each reduces its results over the batch
+    (whether an element is bad, the first bad one's index and values: a few numbers per call) for the device where
+    its host callback runs, and the checked arrays stay where they are (:func:`diffchain._model.checks.runtime_checks`);
+    ``check=False`` has none. A check that fails stops that device while the others wait for it (CPU host devices:
+    XLA ends the process after its 40 s timeout): check a doubtful batch before sharding it. On several hosts each
     process passes the same whole batch (it is checked to be equal), and each keeps only its devices' part.
 
     Raises ValueError if an array leaf has no leading axis or one whose size is not a multiple of the number of

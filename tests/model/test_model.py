@@ -58,14 +58,22 @@ def test_bad_states_and_controls_are_rejected():
 
 
 def test_checked_forward_dynamics_raises_on_non_finite_accelerations():
-    """check=True: the recursion's accelerations of a state holding NaN raise (now, and when the program runs under
-    jit); unchecked they are returned as they are."""
+    """check=True: accelerations that are not finite raise (now, and when the program runs under jit), a failed
+    solve, not bad input: a finite state whose tip moves at 1e200 m/s (its centripetal acceleration v^2 / l
+    overflows). A state holding NaN is bad input, refused by default; with check=False the accelerations are returned
+    as they are."""
     chain = dc.pendulum(2)
-    bad = dc.State(jnp.array([[0.0, 0.0], [1.0, 0.0], [jnp.nan, 0.0]]))
-    assert not np.all(np.isfinite(dc.forward_dynamics(chain, bad)))
+    fast = dc.State(jnp.array([[0.0, 0.0], [1.0, 0.0], [2.0, 0.0]]), jnp.array([[0.0, 0.0], [0.0, 0.0], [0.0, 1e200]]))
+    assert not np.all(np.isfinite(dc.forward_dynamics(chain, fast)))
     for call in (dc.forward_dynamics, jax.jit(dc.forward_dynamics, static_argnames="check")):
-        with pytest.raises(Exception, match="forward_dynamics: non-finite numbers in the solution"):
-            jax.block_until_ready(call(chain, bad, check=True))
+        with pytest.raises(Exception, match="forward_dynamics: non-finite numbers in the solution") as info:
+            jax.block_until_ready(call(chain, fast, check=True))
+        assert not isinstance(info.value, dc.InputError)
+    bad = dc.State(jnp.array([[0.0, 0.0], [1.0, 0.0], [jnp.nan, 0.0]]))
+    assert not np.all(np.isfinite(dc.forward_dynamics(chain, bad, check=False)))
+    for check in (None, True):
+        with pytest.raises(dc.InputError, match="forward_dynamics: the state must be finite"):
+            dc.forward_dynamics(chain, bad, check=check)
 
 
 def test_control_sequences_take_their_leading_axes():

@@ -1,12 +1,14 @@
 """Bad input gets an error that names the argument, outside ``jit`` and inside it.
 
 Each case of :data:`CASES` is a function of array arguments that must raise, the exception type and a regular
-expression naming the argument. Outside ``jit`` the arguments are concrete; inside ``jax.jit`` they are traced: shape
-and type errors then raise the same exception at trace time, value errors (``value=True``) raise when the program runs,
-as a ``JaxRuntimeError`` (the ``ValueError`` itself when a compiled program is reused) whose first lines hold the
-message. Then the inputs that used to be refused or to crash and are valid.
+expression naming the argument. Outside ``jit`` the arguments are concrete; a bad value (``value=True``) raises a
+``dc.InputError``, also where a diffchain function compiled itself and the check ran with its program. Inside
+``jax.jit`` they are traced: shape and type errors then raise the same exception at trace time, value errors raise
+when the program runs, as JAX's error (a ``JaxRuntimeError``; a ``ValueError`` when a compiled program is reused) whose
+first lines hold "InputError: " and the message. Then the inputs that used to be refused or to crash and are valid.
 """
 import functools
+import logging
 import re
 
 import jax
@@ -66,6 +68,13 @@ def mech_roll(tau=None, dt=DT, n_steps=1, state=MS0, **kw):
 
 def a(*v):
     return jnp.array(v, float)
+
+
+class ForwardOnly(dc.Integrator):
+    """An integrator of the user's that does not declare ``backward = True`` (it integrates forward only)."""
+
+    def __call__(self, accel, state, dt):
+        return dc.SeedQuantum()(accel, state, dt)
 
 
 def sc(v):
@@ -148,10 +157,12 @@ CASES = [
     ("rollout dtypes", lambda x: roll(state=dc.State(x)), (S0.x.astype(jnp.float32),), TypeError,
      "rollout: the state is float32 but the chain is float64", T),
     # rollout: dt, n_steps, checkpoint
-    ("dt nan", lambda dt: roll(dt=dt), (sc(NAN),), ValueError, "rollout: dt must be finite and > 0", V),
-    ("dt inf", lambda dt: roll(dt=dt), (sc(INF),), ValueError, "rollout: dt must be finite and > 0", V),
-    ("dt zero", lambda dt: roll(dt=dt), (sc(0.0),), ValueError, "rollout: dt must be finite and > 0", V),
-    ("dt negative", lambda dt: roll(dt=dt), (sc(-1e-3),), ValueError, "rollout: dt must be finite and > 0", V),
+    ("dt nan", lambda dt: roll(dt=dt), (sc(NAN),), ValueError, "rollout: dt must be finite and nonzero", V),
+    ("dt inf", lambda dt: roll(dt=dt), (sc(INF),), ValueError, "rollout: dt must be finite and nonzero", V),
+    ("dt zero", lambda dt: roll(dt=dt), (sc(0.0),), ValueError, "rollout: dt must be finite and nonzero", V),
+    ("dt negative, forward-only integrator", lambda dt: roll(dt=dt, integrator=ForwardOnly()), (sc(-1e-3),),
+     ValueError, r"rollout: dt must be finite and > 0 for integrator=ForwardOnly\(.*\), which does not integrate "
+     r"backward in time \(an Integrator that does sets backward = True\), got -0.001", V),
     ("dt vector", lambda dt: roll(dt=dt), (a(1e-3, 1e-3),), ValueError, "rollout: dt must be a scalar", S),
     ("n_steps negative", lambda x: roll(state=dc.State(x), n_steps=-1), (S0.x,), ValueError,
      "rollout: n_steps must be an int >= 0", S),
@@ -205,7 +216,9 @@ CASES = [
      "check_state: the velocities violate the constraints", V),
     # step and forward_dynamics
     ("step dt zero", lambda dt: dc.step(CHAIN, S0, dc.Control(n=3), dt).x, (sc(0.0),), ValueError,
-     "step: dt must be finite and > 0", V),
+     "step: dt must be finite and nonzero", V),
+    ("step state nan", lambda x: dc.step(CHAIN, dc.State(x, S0.v), dc.Control(n=3), DT).x, (S0.x.at[1, 0].set(NAN),),
+     ValueError, r"step: the state must be finite, but x or v holds NaN or inf \(max\|x\|, max\|v\| = \[ *nan", V),
     ("step control nan", lambda tau: dc.step(CHAIN, S0, dc.Control(tau=tau), DT).x, (a(0.0, NAN, 0.0),), ValueError,
      "step: the control's tau must be finite", V),
     ("step control sequence", lambda tau: dc.step(CHAIN, S0, dc.Control(tau=tau), DT), (jnp.zeros((2, 3)),), ValueError,
@@ -214,10 +227,32 @@ CASES = [
      "step: integrator must be an Integrator", T),
     ("forward_dynamics solver", lambda x: dc.forward_dynamics(CHAIN, dc.State(x), solver=dc.KKT), (S0.x,), TypeError,
      r"forward_dynamics: solver must be a solver instance: .* the class KKT \(pass an instance", T),
+    ("forward_dynamics state nan", lambda x: dc.forward_dynamics(CHAIN, dc.State(x, S0.v)), (S0.x.at[1, 0].set(NAN),),
+     ValueError, r"forward_dynamics: the state must be finite, but x or v holds NaN or inf", V),
+    ("forward_dynamics velocity inf", lambda v: dc.forward_dynamics(CHAIN, dc.State(S0.x, v)), (S0.v.at[2, 1].set(INF),),
+     ValueError, r"forward_dynamics: the state must be finite, but x or v holds NaN or inf .* inf\]\)", V),
+    ("forward_dynamics control nan", lambda tau: dc.forward_dynamics(CHAIN, S0, dc.Control(tau=tau)),
+     (a(0.0, NAN, 0.0),), ValueError, "forward_dynamics: the control's tau must be finite", V),
+    ("forward_dynamics mechanism state nan", lambda x: dc.forward_dynamics(MECH, dc.State(x, MS0.v)),
+     (MS0.x.at[0, 1].set(NAN),), ValueError, "forward_dynamics: the state must be finite", V),
+    # sensitivities
+    ("dalpha_dtau state n", lambda x: dc.dalpha_dtau(CHAIN, dc.State(x)), (jnp.zeros((4, 2)),), ValueError,
+     r"dalpha_dtau: the state has x of shape \(4, 2\), the chain has n = 3 points: x and v must be \(3, 2\)", S),
+    ("da_dF state n", lambda x: dc.da_dF(CHAIN, dc.State(x)), (jnp.zeros((4, 2)),), ValueError,
+     r"da_dF: the state has x of shape \(4, 2\), the chain has n = 3 points", S),
+    ("dalpha_dtau control n", lambda tau: dc.dalpha_dtau(CHAIN, S0, dc.Control(tau=tau)), (jnp.zeros(4),), ValueError,
+     r"dalpha_dtau: the control has tau of shape \(4,\), the chain has", S),
+    ("dalpha_dtau mode", lambda x: dc.dalpha_dtau(CHAIN, dc.State(x), mode="forward"), (S0.x,), ValueError,
+     r"dalpha_dtau: mode must be 'fwd' \(jax.jacfwd\) or 'rev' \(jax.jacrev\), got 'forward'", S),
+    ("dalpha_dtau mechanism", lambda x: dc.dalpha_dtau(MECH, dc.State(x)), (MS0.x,), TypeError,
+     "dalpha_dtau: chain must be a serial chain", T),
     # mechanisms
     # event rollouts
     ("event dt zero", lambda dt: ev_roll(dt=dt), (sc(0.0),), ValueError, "event_rollout: dt must be finite and > 0", V),
     ("event dt nan", lambda dt: ev_roll(dt=dt), (sc(NAN),), ValueError, "event_rollout: dt must be finite and > 0", V),
+    ("event dt negative", lambda dt: ev_roll(dt=dt), (sc(-1e-3),), ValueError,
+     r"event_rollout: dt must be finite and > 0 \(events need forward time: their times are the roots ahead\), got "
+     r"-0.001", V),
     ("event n_steps negative", lambda dt: ev_roll(dt=dt, n_steps=-1), (sc(DT),), ValueError,
      "event_rollout: n_steps must be", S),
     ("event solver", lambda dt: ev_roll(dt=dt, solver="kkt"), (sc(DT),), TypeError,
@@ -236,6 +271,30 @@ CASES = [
         CHAIN, dc.Events(CHAIN.n, theta_min=a(-INF, -0.1), theta_max=a(INF, 0.1)),
         dc.EventState(dc.State(x, S0.v))).state.x,
      (S0.x,), ValueError, "check_event_state: every free joint must start within its angle limits", V),
+    ("event_rollout start below the ground", lambda x: dc.event_rollout(
+        CHAIN, dc.Events(CHAIN.n, ground=5.0), dc.EventState(dc.State(x, S0.v)), None, DT, n_steps=1)[0].state.x,
+     (S0.x,), ValueError, "check_event_state: every free contact point must start on or above its obstacle lines .* "
+     "got one 4.7 m below", V),
+    ("event_rollout start outside a limit", lambda x: dc.event_rollout(
+        CHAIN, dc.Events(CHAIN.n, theta_min=a(-INF, -0.1), theta_max=a(INF, 0.1)), dc.EventState(dc.State(x, S0.v)),
+        None, DT, n_steps=1)[0].state.x,
+     (S0.x,), ValueError, "check_event_state: every free joint must start within its angle limits .* got one 0.1 rad "
+     "outside", V),
+    # Events values
+    ("Events obstacle point nan", lambda z0: dc.Events(CHAIN.n, lines=(z0, a(0.0, 1.0)[None])).z0,
+     (jnp.array([[0.0, NAN]]),), ValueError, r"Events: the obstacle points z0 must be finite, got the point \[ 0. nan\]",
+     V),
+    ("Events ground inf", lambda y: dc.Events(CHAIN.n, ground=y).z0, (sc(-INF),), ValueError,
+     r"Events: the obstacle points z0 must be finite, got the point \[  0. -inf\]", V),
+    ("Events normal not unit", lambda z: dc.Events(CHAIN.n, lines=(jnp.zeros((1, 2)), z)).z,
+     (a(0.0, 2.0)[None],), ValueError, r"Events: obstacle normals z must be unit vectors .* got a normal of norm 2\.", V),
+    ("Events limits reversed", lambda lo, hi: dc.Events(CHAIN.n, theta_min=lo, theta_max=hi).theta_min,
+     (a(-INF, 0.5), a(INF, 0.1)), ValueError, "Events: need theta_min < theta_max at every joint .*: joint 2 has "
+     "theta_min = 0.5, theta_max = 0.1", V),
+    ("Events limit nan", lambda lo: dc.Events(CHAIN.n, theta_min=lo, theta_max=1.0).theta_max, (a(NAN, -1.0),),
+     ValueError, "Events: need theta_min < theta_max at every joint .*: joint 1 has theta_min = nan", V),
+    ("Events limit beyond pi", lambda hi: dc.Events(CHAIN.n, theta_max=hi).theta_max, (sc(4.0),), ValueError,
+     r"Events: angle limits must lie in \[-pi, pi\] .*: joint 1 has theta_min = -inf, theta_max = 4", V),
     ("mechanism tau length", lambda tau: mech_roll(tau), (jnp.zeros((1, 2)),), ValueError,
      r"rollout: a mechanism's controls hold one torque per motor, Control\(tau=...\) of shape \(T, n_motors\) = "
      r"\(T, 1\)", S),
@@ -246,7 +305,16 @@ CASES = [
     ("mechanism integrator RATTLE", lambda dt: mech_roll(dt=dt, integrator=dc.RATTLE()), (sc(DT),), TypeError,
      r"rollout: integrator must be a plain integrator .* or one of them Projected\(\): RATTLE works on", T),
     ("mechanism dt zero", lambda dt: mech_roll(dt=dt), (sc(0.0),), ValueError,
-     "rollout: dt must be finite and > 0", V),
+     "rollout: dt must be finite and nonzero", V),
+    ("mechanism start off its loop", lambda x: mech_roll(state=dc.State(x, MS0.v, MS0.t)), (MS0.x.at[1, 0].add(0.05),),
+     ValueError, r"rollout: the start must satisfy the mechanism's loop closure Phi\(q, t\) = 0 \(to 1e-06 of its "
+     r"longest length\), got \|Phi\| = 0\.0\d+ \(allowed: .*\); assemble it first: state, info = "
+     r"dc\.assemble\(mechanism, guess\)", V),
+    ("mechanism start nan", lambda x: mech_roll(state=dc.State(x, MS0.v, MS0.t)), (MS0.x.at[0, 0].set(NAN),),
+     ValueError, "rollout: the start must be finite, but x or v holds NaN or inf", V),
+    ("mechanism start velocity", lambda v: mech_roll(state=dc.State(MS0.x, v, MS0.t)), (MS0.v.at[0, 0].set(1.0),),
+     ValueError, r"rollout: the start's velocities must satisfy the mechanism's velocity constraints .* "
+     r"dc\.velocity_analysis\(mechanism, state\)", V),
     ("mechanism n_steps", lambda dt: mech_roll(dt=dt, n_steps=-2), (sc(DT),), ValueError,
      "rollout: n_steps must be an int >= 0", S),
     ("rollout model", lambda dt: dc.rollout({"m": CHAIN.m}, S0, None, dt, n_steps=1)[0].x, (sc(DT),), TypeError,
@@ -288,8 +356,10 @@ assert len(set(IDS)) == len(IDS) >= 60
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_bad_input_outside_jit(case):
-    _, f, args, exc, phrase, _ = case
-    with pytest.raises(exc, match=phrase):
+    """A bad value raises a dc.InputError (a ValueError) whether it is known at the call or checked by the compiled
+    program of the diffchain function."""
+    _, f, args, exc, phrase, value = case
+    with pytest.raises(dc.InputError if value else exc, match=phrase):
         f(*args)
 
 
@@ -305,7 +375,7 @@ def test_bad_input_inside_jit(case):
     with pytest.raises((exc, jax.errors.JaxRuntimeError)) as info:
         jax.block_until_ready(jax.jit(f)(*args))
     top = "\n".join(str(info.value).splitlines()[:4])  # the message is at the top, not under the caller's stack
-    assert re.search(phrase, top), str(info.value)[:2000]
+    assert re.search(f"InputError: (?:{phrase})", top), str(info.value)[:2000]
 
 
 def test_values_are_checked_at_run_time_of_a_compiled_program():
@@ -313,7 +383,7 @@ def test_values_are_checked_at_run_time_of_a_compiled_program():
     under ``vmap`` names the bad element of the batch."""
     run = jax.jit(lambda m, dt: roll(dc.pendulum(2, mass=m), dt=dt))
     assert np.all(np.isfinite(run(1.0, DT)))
-    for m, dt, phrase in ((NAN, DT, "Chain: m must be finite"), (1.0, 0.0, "rollout: dt must be finite and > 0")):
+    for m, dt, phrase in ((NAN, DT, "Chain: m must be finite"), (1.0, 0.0, "rollout: dt must be finite and nonzero")):
         with pytest.raises((ValueError, jax.errors.JaxRuntimeError), match=phrase):
             jax.block_until_ready(run(m, dt))
     batch = jax.vmap(lambda m: roll(dc.pendulum(2, mass=m)))
@@ -400,3 +470,87 @@ def test_empty_rollouts_under_vmap():
 def test_integer_states_become_float():
     state = dc.State([[0, 0], [1, 0]])
     assert jnp.issubdtype(state.x.dtype, jnp.floating) and jnp.issubdtype(state.v.dtype, jnp.floating)
+
+
+def test_a_failed_check_of_a_compiled_program_is_an_input_error_each_time():
+    """A diffchain function raises the InputError of its failed run-time check, not JAX's error that reports it: the
+    first time (a JaxRuntimeError holds it) and when the compiled program is run again (a ValueError holds it), eagerly
+    and under an eager vmap (which runs the checks op by op), and it leaves no log of the callback's traceback and no
+    logging filter behind. A failed run is not bad input: a plain ValueError."""
+    logger = logging.getLogger("jax._src.callback")
+    filters = list(logger.filters)
+    for _ in range(2):
+        with pytest.raises(dc.InputError, match=r"^rollout: dt must be finite and nonzero .*, got 0\.$"):
+            dc.rollout(CHAIN, S0, None, jnp.asarray(0.0), n_steps=1)
+    with pytest.raises(dc.InputError, match=r"^Chain: m must be positive \(batch element 2\), got \[-1\. -1\. -1\.\]"):
+        jax.vmap(lambda m: roll(dc.pendulum(2, mass=m)))(a(1.0, 2.0, -1.0, 3.0))
+    assert logger.filters == filters
+    chain = dc.pendulum(5)
+    start = dc.from_joint_angles(chain, jnp.array([0.3, 0.9, -0.7, 0.5, 0.4]))
+    with pytest.raises(ValueError, match="rollout: the run ends") as info:  # (the seed's scheme at a large step)
+        dc.rollout(chain, start, None, 1e-2, n_steps=500, integrator=dc.SeedQuantum())
+    assert not isinstance(info.value, dc.InputError)
+
+
+def test_diffchain_s_own_compiled_failures_write_nothing_to_stderr(capfd):
+    """JAX logs the traceback of a failed host callback to stderr; a diffchain function that raises the InputError of
+    its check leaves that out (under a user's jax.jit JAX writes it, and raises its own error)."""
+    with pytest.raises(dc.InputError):
+        dc.rollout(CHAIN, dc.State(S0.x.at[2].add(0.01), S0.v), None, DT, n_steps=1)
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "pure_callback" not in err, err
+
+
+def test_input_errors_of_a_user_s_jit_name_the_class_and_the_message():
+    """Inside a jax.jit of the user's, JAX raises its own error; its text holds "InputError: <message>" on its third
+    line (the callback's traceback is one frame long), whether the program is new or run again."""
+    def below(x):
+        return dc.check_event_state(CHAIN, dc.Events(CHAIN.n, ground=5.0), dc.EventState(dc.State(x, S0.v))).state.x
+
+    run = jax.jit(below)
+    for _ in range(2):
+        with pytest.raises((jax.errors.JaxRuntimeError, ValueError)) as info:
+            jax.block_until_ready(run(S0.x))
+        assert not isinstance(info.value, dc.InputError)
+        assert re.search(r"^InputError: check_event_state: every free contact point must start on or above its "
+                         r"obstacle lines \(to 1e-06 of the longest rod\), got one 4\.7 m below$", str(info.value),
+                         re.MULTILINE), str(info.value)
+    with pytest.raises(dc.InputError, match="got one 4.7 m below"):
+        below(S0.x)  # (eagerly: the values are known, the check raises at once)
+
+
+def test_step_of_a_state_that_is_not_finite_says_so():
+    """A NaN in dc.step's state is bad input, not a step too large: the message says so, not "a smaller dt"."""
+    with pytest.raises(dc.InputError) as info:
+        dc.step(CHAIN, dc.State(S0.x.at[1, 0].set(NAN), S0.v), dc.Control(n=3), DT)
+    assert str(info.value).startswith("step: the state must be finite") and "smaller dt" not in str(info.value)
+
+
+def test_event_step_refuses_a_known_dt_that_is_not_positive():
+    """dc.event_step takes a dt known at trace time > 0 only (events need forward time), eagerly and inside jit."""
+    es, events = dc.EventState(S0), dc.Events(CHAIN.n, ground=-10.0)
+    for dt in (-1e-3, 0.0):
+        with pytest.raises(dc.InputError, match=r"event_step: dt must be finite and > 0 \(events need forward time"):
+            dc.event_step(CHAIN, events, es, None, dt)
+        with pytest.raises(dc.InputError, match="event_step: dt must be finite and > 0"):
+            jax.jit(lambda x, dt=dt: dc.event_step(CHAIN, events, dc.EventState(dc.State(x, S0.v)), None, dt))(S0.x)
+
+
+def test_a_mechanism_started_where_assemble_puts_it_runs():
+    """The start check of a mechanism's rollout passes what dc.assemble returns (the README's four-bar, drawn roughly
+    with given lengths), and refuses the drawing itself and a start 5 cm off its loop closure."""
+    mb = dc.MechanismBuilder(g=9.81)
+    mb.ground("O", (0.0, 0.0)), mb.ground("A", (3.0, 0.0))
+    mb.point("B", (0.5, 0.9)), mb.point("C", (3.4, 2.3))
+    mb.body("crank", "O", "B", mass=1.0, inertia=0.05, length=1.0)
+    mb.body("coupler", "B", "C", mass=2.0, inertia=0.4, length=3.0)
+    mb.body("rocker", "A", "C", mass=1.5, inertia=0.2, length=2.5)
+    mb.motor("crank_motor", "ground", "crank")
+    four_bar, guess = mb.build()
+    state, info = dc.assemble(four_bar, guess)
+    assert int(info.status) == 0
+    final, _ = dc.rollout(four_bar, state, None, 1e-3, n_steps=5)
+    assert bool(jnp.all(jnp.isfinite(final.x)))
+    for start in (guess, dc.State(state.x.at[1, 0].add(0.05), state.v, state.t)):
+        with pytest.raises(dc.InputError, match=r"the start must satisfy the mechanism's loop closure .* dc\.assemble"):
+            dc.rollout(four_bar, start, None, 1e-3, n_steps=5)

@@ -261,6 +261,49 @@ def test_rattle_is_time_reversible_and_second_order():
     assert not 3.6 <= order(sie) <= 4.4
 
 
+def test_rollout_backward_in_time_returns_to_the_start():
+    """dc.rollout with dt < 0 integrates backward in time: N steps with dt, then N with -dt, return to the start.
+    RATTLE (symmetric, its position solve converged: 10 iterations) to the round-off of 2N steps (2N eps max|x|; 10
+    times that for the velocities, ~10 |x| per second here), where velocity Verlet (not symmetric on a chain: its
+    constraint forces depend on the velocities) fails it. RK4 (no drift correction) to its local error: at most 2N
+    times the largest local error along the run, estimated by step doubling (|one step - two half steps| 16/15, its
+    error being O(h^5)), and not to round-off. The default integrator's run backward from (x, v) is its run forward
+    from (x, -v) with the velocities negated (the pendulum's accelerations are even in v: time reversal), to
+    round-off, and ends at t = -N dt."""
+    chain = dc.pendulum(2)
+    s0 = dc.from_joint_angles(chain, jnp.array([0.3, -0.2]), jnp.array([0.5, 1.0]))
+    N, dt = 50, 1e-2
+    u = dc.Control(n=chain.n)
+
+    def there_and_back(integ):
+        ahead, traj = dc.rollout(chain, s0, None, dt, n_steps=N, integrator=integ)
+        # (check=False: the start of the way back is where the plain schemes' drift took it, off the rods by more
+        # than check_state allows)
+        back, _ = dc.rollout(chain, ahead, None, -dt, n_steps=N, integrator=integ, check=False)
+        assert abs(float(back.t)) <= 2 * N * np.finfo(float).eps * N * dt
+        return traj, float(jnp.max(jnp.abs(back.x - s0.x))), float(jnp.max(jnp.abs(back.v - s0.v)))
+
+    tol = 2 * N * np.finfo(float).eps * float(jnp.max(jnp.abs(s0.x)))
+    _, dx, dv = there_and_back(RATTLE(iterations=10))
+    assert dx <= tol and dv <= 10 * tol, (dx, dv, tol)
+    assert not there_and_back(dc.VelocityVerlet(stab_factor=None))[1] <= tol
+
+    rk4 = dc.RK4(stab_factor=None)
+    traj, dx, _ = there_and_back(rk4)
+    starts = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b[:-1]]), s0, traj)
+    step = lambda s, h: dc.step(chain, s, u, h, integrator=rk4, check=False)  # noqa: E731
+    local = 16 / 15 * float(jnp.max(jnp.abs(jax.vmap(lambda s: step(s, dt).x - step(step(s, dt / 2), dt / 2).x)(
+        starts))))
+    assert tol < dx <= 2 * N * local, (dx, local, tol)
+
+    back, _ = dc.rollout(chain, s0, None, -dt, n_steps=N)
+    mirror, _ = dc.rollout(chain, dc.State(s0.x, -s0.v, s0.t), None, dt, n_steps=N)
+    np.testing.assert_allclose(float(back.t), -N * dt, rtol=1e-12)
+    np.testing.assert_allclose(back.x, mirror.x, rtol=0, atol=tol)
+    np.testing.assert_allclose(back.v, -mirror.v, rtol=0, atol=10 * tol)
+    assert float(jnp.max(jnp.abs(back.x - s0.x))) > 0.1  # (it went somewhere)
+
+
 @pytest.mark.slow
 # --------------------------------------------------------------------------------------- joint kinds, links, grads
 def test_moving_guide_slider_and_rigid_links():
