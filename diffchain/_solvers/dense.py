@@ -24,13 +24,32 @@ from .rank import _info, min_norm_multipliers, pivot_sequence, rank_info
 
 
 class DenseSolver(Solver):
-    """A solver of the whole system at once; ``tol``: the relative pivot below which a row counts as redundant."""
+    """A solver of the whole system at once; ``tol``: the relative pivot below which a row counts as redundant.
+
+    ``factorization``: how its linear systems are factorized (:func:`diffchain._xla.linalg.kernel`):
+
+    * ``"auto"`` (the default): LAPACK (``jax.scipy.linalg``) where a program solves one system, the XLA loops of
+      :mod:`diffchain._xla.linalg` where ``vmap`` batches the systems (a ``custom_vmap`` rule; a matrix that is the
+      same for the whole batch stays one LAPACK call). One large system is solved at LAPACK's speed (15-50x the
+      loops'), and a batched program calls no batched LAPACK kernel: on CPU, jaxlib 0.10's can deadlock each other
+      (the module docstring of :mod:`diffchain._xla.linalg`);
+    * ``"lapack"``: LAPACK always, its batched kernels under ``vmap`` (on a GPU, cuSOLVER's); on CPU with jaxlib 0.10
+      a batched program can then hang;
+    * ``"xla"``: the XLA loops always (a ``lax.scan`` over the columns: the same program on every backend).
+
+    The three agree to round-off, and so do their derivatives, which are implicit in every case (the solves'
+    ``lax.custom_linear_solve``: forward and reverse mode, under ``vmap`` too). The rank decisions
+    (:func:`~diffchain._solvers.rank.pivot_sequence`) and the null-space bases are XLA loops in all three."""
     tol: float = 1e-9
+    factorization: str = eqx.field(static=True, default="auto", kw_only=True)
+
+    def __check_init__(self):
+        linalg.check_factorization(self.factorization, type(self).__name__)
 
     def system(self, M, Q, J, gamma, on, nominal_rank=-1):
         indep, r, _, red, minpiv = rank_info(J, on, tol=self.tol)
         qdd, lam = self.solve(M, Q, J, gamma, on, indep)
-        lam = min_norm_multipliers(J, indep, lam)
+        lam = min_norm_multipliers(J, indep, lam, self.factorization)
         return Solution(qdd, lam, info=_info(J, gamma, on, qdd, indep, r, red, minpiv, nominal_rank))
 
     def solve(self, M, Q, J, gamma, on, sel):
@@ -55,33 +74,54 @@ def _model_solution(model: Model, sol: Solution, held=False):
                     sol.info)
 
 
-def direct_kkt(M, Q, J, gamma, on):
+def direct_kkt(M, Q, J, gamma, on, factorization="xla"):
     """``[[M, J^T], [J, 0]] [q_dd; -lambda] = [Q; gamma]`` solved directly (seed 001 eq. 8.36); rows switched off
-    keep their place with a unit diagonal, which forces their multiplier to 0. O(n^3), no rank decisions."""
+    keep their place with a unit diagonal, which forces their multiplier to 0. O(n^3), no rank decisions.
+    ``factorization``: :class:`DenseSolver`'s (here and below, ``"xla"`` for the callers outside the solvers)."""
     n = M.shape[0]
     K = jnp.block([[M, J.T], [J, jnp.diag(jnp.where(on, 0.0, 1.0).astype(J.dtype))]])
-    sol = linalg.solve(K, jnp.concatenate([Q, gamma]))
+    sol = linalg.solve(K, jnp.concatenate([Q, gamma]), factorization)
     return sol[:n], -sol[n:]
 
 
-def saddle_point_solve(M, Q, J, gamma, sel):
+def saddle_point_solve(M, Q, J, gamma, sel, factorization="xla"):
     """Seed 001 method 1 (eq. 8.6/8.36): ``[[M, J_S^T], [J_S, 0]] [q_dd; -lambda] = [Q; gamma_S]``, rows S independent
     (the other rows keep their place with a unit diagonal, forcing their lambda to 0)."""
     Js, n = J * sel[:, None], M.shape[0]
     K = jnp.block([[M, Js.T], [Js, jnp.diag((~sel).astype(M.dtype))]])
-    sol = linalg.solve(K, jnp.concatenate([Q, gamma * sel]))
+    sol = linalg.solve(K, jnp.concatenate([Q, gamma * sel]), factorization)
     return sol[:n], -sol[n:]
 
 
-def range_space_solve(M, Q, J, gamma, sel):
+def _range_space(k, M, Js, sel, rhs):
+    """[q_dd; -lambda] from [Q; g] (rhs (n + m,) or (n + m, p)) by seed 001 §8.8 method 2 with the kernels ``k``
+    (:func:`diffchain._xla.linalg.kernel`): M = L L^T, Y = L^-1 J_S^T, z = L^-1 Q, A = Y^T Y (+1 on the diagonal of
+    the rows not in S), A lambda = g - Y^T z, q_dd = L^-T (z + Y lambda)."""
+    n = M.shape[0]
+    R = rhs.reshape(rhs.shape[0], -1)
+    L = k.cholesky(M)
+    Y = k.solve_lower(L, Js.T)
+    z = k.solve_lower(L, R[:n])
+    La = k.cholesky(Y.T @ Y + jnp.diag((~sel).astype(M.dtype)))
+    lam = k.solve_upper(La.T, k.solve_lower(La, R[n:] - Y.T @ z))
+    return jnp.concatenate([k.solve_upper(L.T, z + Y @ lam), -lam]).reshape(rhs.shape)
+
+
+def range_space_solve(M, Q, J, gamma, sel, factorization="xla"):
     """Seed 001 §8.8 method 2 (lambda first): M = L L^T, Y = L^-1 J^T, z = L^-1 Q, A = Y^T Y, b = gamma - Y^T z,
-    A lambda = b (rows S only), then q_dd = L^-T (z + Y lambda)."""
-    L = linalg.cholesky(M)
-    Y = linalg.solve_lower(L, (J * sel[:, None]).T)
-    z = linalg.solve_lower(L, Q)
-    La = linalg.cholesky(Y.T @ Y + jnp.diag((~sel).astype(M.dtype)))
-    lam = linalg.solve_upper(La.T, linalg.solve_lower(La, (gamma - Y.T @ z) * sel))
-    return linalg.solve_upper(L.T, z + Y @ lam), lam
+    A lambda = b (rows S only), then q_dd = L^-T (z + Y lambda) (:func:`_range_space`). It solves the symmetric
+    ``[[M, J_S^T], [J_S, -D]] [q_dd; -lambda] = [Q; gamma_S]`` (D: 1 on the rows not in S, whose lambda is then 0), so
+    its derivatives are implicit through that matrix (:func:`diffchain._xla.linalg.implicit_solve`)."""
+    Js, n = J * sel[:, None], M.shape[0]
+    off = (~sel).astype(M.dtype)
+
+    def matvec(z):
+        return jnp.concatenate([M @ z[:n] + Js.T @ z[n:], Js @ z[:n] - off * z[n:]])
+
+    ops = tuple(jax.lax.stop_gradient(a) for a in (M, Js)) + (sel,)
+    sol = linalg.implicit_solve(matvec, jnp.concatenate([Q, gamma * sel]), _range_space, ops,
+                                factorization=factorization)
+    return sol[:n], -sol[n:]
 
 
 def null_space_basis(J, k, on, free_cols=None, tol=1e-9):
@@ -106,17 +146,17 @@ def null_space_basis(J, k, on, free_cols=None, tol=1e-9):
     return G, g, free
 
 
-def reduced_solve(M, Q, G, g, free):
+def reduced_solve(M, Q, G, g, free, factorization="xla"):
     """G^T M G y_dd = G^T (Q - M g), q_dd = G y_dd + g (seed 001 eqs. 8.45–8.46; seed 003 D^T M D u_dd = ...)."""
     Mr = G.T @ M @ G + jnp.diag((~free).astype(M.dtype))
-    ydd = linalg.solve(Mr, G.T @ (Q - M @ g))
+    ydd = linalg.solve(Mr, G.T @ (Q - M @ g), factorization)
     return G @ ydd + g
 
 
-def constraint_multipliers(M, Q, J, sel, qdd):
+def constraint_multipliers(M, Q, J, sel, qdd, factorization="xla"):
     """lambda on the independent rows from J_S^T lambda = M q_dd - Q."""
     Js = J * sel[:, None]
-    return linalg.solve(Js @ Js.T + jnp.diag((~sel).astype(M.dtype)), Js @ (M @ qdd - Q))
+    return linalg.solve(Js @ Js.T + jnp.diag((~sel).astype(M.dtype)), Js @ (M @ qdd - Q), factorization)
 
 
 def larin_basis(J, on, tol=1e-9):
@@ -156,31 +196,35 @@ def larin_basis(J, on, tol=1e-9):
 class KKT(DenseSolver):
     """Seed 001 §8.5 method 1: the saddle-point system. On a chain it is solved directly (:func:`direct_kkt`: a
     chain's forward dynamics, seed 001 eq. 8.36 with the rows of seed 000); on any other system with the
-    independent rows only. The multiplier of a held joint's row is the joint's torque (seed §4.2)."""
+    independent rows only. The multiplier of a held joint's row is the joint's torque (seed §4.2).
+    ``tol``, ``factorization`` (``"auto"``, ``"lapack"``, ``"xla"``): :class:`DenseSolver`."""
 
     def solve(self, M, Q, J, gamma, on, sel):
-        return saddle_point_solve(M, Q, J, gamma, sel)
+        return saddle_point_solve(M, Q, J, gamma, sel, self.factorization)
 
     def __call__(self, model: Model, state: State, control: Control, stab=None):
         if model.topology != PATH:
             return super().__call__(model, state, control, stab)
-        return _model_solution(model, Solution(*direct_kkt(*system_terms(model, state, control, stab))))
+        terms = system_terms(model, state, control, stab)
+        return _model_solution(model, Solution(*direct_kkt(*terms, self.factorization)))
 
     def held(self, chain: Model, state: State, control: Control, active, alpha_w, theta_bar=None, stab=None):
         terms = system_terms(chain, state, control, stab, active=active, alpha_w=alpha_w, theta_bar=theta_bar)
-        return _model_solution(chain, Solution(*direct_kkt(*terms)), held=True)
+        return _model_solution(chain, Solution(*direct_kkt(*terms, self.factorization)), held=True)
 
 
 class RangeSpace(DenseSolver):
-    """Seed 001 §8.8 method 2 (lambda first, Cholesky of M)."""
+    """Seed 001 §8.8 method 2 (lambda first, Cholesky of M).
+    ``tol``, ``factorization`` (``"auto"``, ``"lapack"``, ``"xla"``): :class:`DenseSolver`."""
 
     def solve(self, M, Q, J, gamma, on, sel):
-        return range_space_solve(M, Q, J, gamma, sel)
+        return range_space_solve(M, Q, J, gamma, sel, self.factorization)
 
 
 class NullSpace(DenseSolver):
     """Seed 001 §8.7 method 3 / seed 003 coordinate partitioning: G, g by complete pivoting (eq. 8.51).
-    ``independent``: optional tuple of coordinate indices the user wants as the independent ones."""
+    ``independent``: optional tuple of coordinate indices the user wants as the independent ones;
+    ``tol``, ``factorization`` (``"auto"``, ``"lapack"``, ``"xla"``): :class:`DenseSolver`."""
     independent: tuple | None = eqx.field(static=True, default=None)
 
     def solve(self, M, Q, J, gamma, on, sel):
@@ -188,14 +232,15 @@ class NullSpace(DenseSolver):
         if self.independent is not None:
             free = jnp.zeros((J.shape[1],), bool).at[jnp.asarray(self.independent)].set(True)
         G, g, fr = null_space_basis(J, gamma, on, free, self.tol)
-        qdd = reduced_solve(M, Q, G, g, fr)
-        return qdd, constraint_multipliers(M, Q, J, sel, qdd)
+        qdd = reduced_solve(M, Q, G, g, fr, self.factorization)
+        return qdd, constraint_multipliers(M, Q, J, sel, qdd, self.factorization)
 
 
 class Larin(DenseSolver):
     """Seed 002: q_dd = V2 y_dd + g_p with V2 the orthonormal null-space basis of :func:`larin_basis` and g_p the
     minimum-norm particular solution in span B[:, :r]; V2^T M V2 y_dd = V2^T (Q - M g_p). (The seed's convective term
-    V2^T M V2_dot q_dot is contained in g_p, since gamma holds -J_dot q_dot.)"""
+    V2^T M V2_dot q_dot is contained in g_p, since gamma holds -J_dot q_dot.)
+    ``tol``, ``factorization`` (``"auto"``, ``"lapack"``, ``"xla"``): :class:`DenseSolver`."""
 
     def solve(self, M, Q, J, gamma, on, sel):
         B, r = larin_basis(J, on, self.tol)
@@ -203,6 +248,6 @@ class Larin(DenseSolver):
         used = jnp.arange(n) < r
         U, V2 = B * used, B * ~used
         JU = (J * on[:, None]) @ U
-        c = linalg.solve(JU.T @ JU + jnp.diag((~used).astype(J.dtype)), JU.T @ (gamma * on))
-        qdd = reduced_solve(M, Q, V2, U @ c, ~used)
-        return qdd, constraint_multipliers(M, Q, J, sel, qdd)
+        c = linalg.solve(JU.T @ JU + jnp.diag((~used).astype(J.dtype)), JU.T @ (gamma * on), self.factorization)
+        qdd = reduced_solve(M, Q, V2, U @ c, ~used, self.factorization)
+        return qdd, constraint_multipliers(M, Q, J, sel, qdd, self.factorization)

@@ -74,14 +74,15 @@ def rank_info(J, on, nominal_rank=-1, tol=1e-9):
     return indep, r, J.shape[1] - r, on & ~indep, jnp.min(jnp.where(valid, piv, jnp.inf), initial=jnp.inf)
 
 
-def min_norm_multipliers(J, sel, lam):
+def min_norm_multipliers(J, sel, lam, factorization="xla"):
     """The minimum-norm multipliers with the same constraint force J^T lambda (seed 001 §8.8: with A singular, lambda
     is fixed up to null(J^T) and its z-part does not affect q_dd). ``lam`` is a solution supported on the independent
-    rows ``sel``; the minimum-norm one is its projection on range(J) = range(C), C = J J_S^T (J_S J_S^T)^-1."""
+    rows ``sel``; the minimum-norm one is its projection on range(J) = range(C), C = J J_S^T (J_S J_S^T)^-1.
+    ``factorization``: the dense solver's (:func:`diffchain._xla.linalg.kernel`)."""
     Js = J * sel[:, None]
     D = jnp.diag((~sel).astype(J.dtype))
-    C = linalg.solve(Js @ Js.T + D, Js @ J.T).T          # (m, m): row i of J = sum_k C_ik J_k, k in sel
-    return C @ linalg.solve(C.T @ C + D, C.T @ lam)
+    C = linalg.solve(Js @ Js.T + D, Js @ J.T, factorization).T   # (m, m): row i of J = sum_k C_ik J_k, k in sel
+    return C @ linalg.solve(C.T @ C + D, C.T @ lam, factorization)
 
 
 def _info(J, gamma, on, qdd, indep, r, red, minpiv, nominal_rank):

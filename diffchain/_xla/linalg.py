@@ -1,17 +1,33 @@
-"""Small dense factorizations written in XLA operations: no LAPACK custom calls.
+"""Small dense factorizations written in XLA operations, and the choice between them and LAPACK for the dense solves.
 
 On CPU, jaxlib 0.10's batched LAPACK kernels split their batch over XLA's intra-op thread pool and block until it is
-done; when as many of them run at once as the pool has threads (two independent ones on a 2-core machine, e.g. a QR's
-``orgqr`` and a triangular solve with its R), every thread waits and the program hangs for ever at 0 % CPU (seen with
-``vmap`` of an event rollout over 512 copies, of a chain and of a four-bar). The event quantum's projections
-(:func:`diffchain._events.dynamics._mass_metric_step`) and the dense solvers therefore use these loops: the same
-arithmetic (Householder QR, Cholesky, Gauss–Jordan elimination with partial pivoting, substitution), one ``lax.scan``
-over the columns each (reverse-differentiable; unrolled, they compile slower), the same program on every backend and
-under ``vmap`` and its derivatives; :func:`solve` takes its derivatives implicitly, as ``jnp.linalg.solve`` does.
+done (``ParallelBatchMap``); when as many of them run at once as the pool has threads (two independent ones on a 2-core
+machine, e.g. a QR's ``orgqr`` and a triangular solve with its R), every thread waits and the program hangs for ever at
+0 % CPU. With jaxlib 0.10.2 on a 2-core AMD EPYC, ``jax.jit(jax.vmap(event_rollout))`` over 512 copies x 500 quanta
+with the dense KKT solver on LAPACK (``factorization="lapack"``) hangs so, for ``systems.four_bar(stop=1.28)``
+against a floor (both pool threads waiting in ``getrf``'s ``ParallelBatchMap``) and for a 4-link free chain against
+the ground and joint limits (both in ``trsm``); with these loops the same programs finish (32 s and 76 s after
+compiling). Unbatched LAPACK calls do not hang: a compiled loop of 20 000 steps of 16 independent ``getrf``, ``trsm``
+and ``potrf`` calls of one matrix each ran in 5 s.
+
+The loops: the same arithmetic (Householder QR, Cholesky, Gauss–Jordan elimination with partial pivoting,
+substitution), one ``lax.scan`` over the columns each (reverse-differentiable; unrolled, they compile slower), the same
+program on every backend and under ``vmap`` and its derivatives. On one large system they are 15-50x slower than
+LAPACK (a 768 x 768 solve: 0.2-0.4 s against 13 ms), a scan iteration per column. The event quantum's projections
+(:func:`diffchain._events.constraints._mass_metric_step`) always use them. The dense solvers choose with their
+``factorization`` (:func:`kernel`): by default ``"auto"``, LAPACK for one system and the loops for a batch of systems
+(a ``jax.custom_batching.custom_vmap`` rule, :func:`_by_batching`). Their solves take derivatives implicitly
+(:func:`implicit_solve`), as ``jnp.linalg.solve`` does, which is what lets the rule choose: the solve callbacks of
+``lax.custom_linear_solve`` are evaluated and batched but never differentiated. In reverse mode the transposed system is
+factorized again (``jnp.linalg.solve`` keeps the forward LU): a gradient costs two factorizations.
 """
 from __future__ import annotations
 
+from typing import Callable, NamedTuple
+
 import jax
+import jax.custom_batching
+import jax.scipy.linalg
 import jax.numpy as jnp
 
 
@@ -117,9 +133,94 @@ def _gauss_jordan(A, B):
     return _columns(n, step, M)[:, n:].reshape(B.shape)
 
 
-def solve(A, B):
-    """X with A X = B, A (n, n) nonsingular, B (n,) or (n, k) (:func:`_gauss_jordan`). Derivatives are implicit
-    (``lax.custom_linear_solve``: the transposed system solved the same way), as for ``jnp.linalg.solve``."""
+def _lu_solve(A, B):
+    """X with A X = B by LAPACK's LU with partial pivoting (``getrf``, then two triangular solves)."""
+    return jax.scipy.linalg.lu_solve(jax.scipy.linalg.lu_factor(A), B)
+
+
+class Kernels(NamedTuple):
+    """One implementation of the dense kernels: Cholesky, forward and back substitution, a general solve."""
+    cholesky: Callable
+    solve_lower: Callable
+    solve_upper: Callable
+    solve: Callable
+
+
+KERNELS = {
+    "xla": Kernels(cholesky, solve_lower, solve_upper, _gauss_jordan),
+    "lapack": Kernels(jnp.linalg.cholesky, lambda L, B: jax.scipy.linalg.solve_triangular(L, B, lower=True),
+                      lambda U, B: jax.scipy.linalg.solve_triangular(U, B, lower=False), _lu_solve),
+}
+FACTORIZATIONS = ("auto", "lapack", "xla")
+
+
+def check_factorization(factorization, who="factorization"):
+    """``factorization`` if it is one of :data:`FACTORIZATIONS`, else a ValueError naming ``who``."""
+    if not isinstance(factorization, str) or factorization not in FACTORIZATIONS:
+        raise ValueError(f"{who}: factorization must be 'auto' (LAPACK for one system, the XLA loops for a batch), "
+                         f"'lapack' or 'xla', got {factorization!r}")
+    return factorization
+
+
+def _by_batching(lapack, loops):
+    """``f(ops, rhs)``: ``lapack(*ops, rhs)`` for one system, ``loops`` under a ``vmap`` that batches its matrices.
+
+    ``ops`` is a tuple of the system's arrays, ``rhs`` (p,) or (p, k) its right-hand side, and ``f`` is linear in
+    ``rhs`` with the shape of ``rhs``. A ``jax.custom_batching.custom_vmap`` rule: where some of ``ops`` are batched,
+    ``jax.vmap(loops)`` (no LAPACK call, whatever the nesting of ``vmap``s); where only ``rhs`` is (one system, many
+    right-hand sides: ``jacfwd``, ``jacrev``, a ``vmap`` over forces), the batch becomes columns of one unbatched call.
+    ``custom_vmap`` has no reverse mode: ``f`` is meant for the solve callbacks of ``lax.custom_linear_solve``, which
+    are evaluated and batched, never differentiated (:func:`implicit_solve`)."""
+
+    @jax.custom_batching.custom_vmap
+    def f(ops, rhs):
+        return lapack(*ops, rhs)
+
+    @f.def_vmap
+    def rule(axis_size, in_batched, ops, rhs):
+        ops_batched, rhs_batched = in_batched
+        if not any(ops_batched):  # one system: the right-hand sides side by side, (p, axis_size * k)
+            p = rhs.shape[1]
+            out = f(ops, jnp.moveaxis(rhs, 0, 1).reshape(p, -1)).reshape((p, axis_size) + rhs.shape[2:])
+            return jnp.moveaxis(out, 1, 0), True
+        in_axes = (tuple(0 if b else None for b in ops_batched), 0 if rhs_batched else None)
+        return jax.vmap(lambda ops, rhs: loops(*ops, rhs), in_axes)(ops, rhs), True
+
+    return f
+
+
+def kernel(fn, factorization):
+    """``g(ops, rhs) = fn(kernels, *ops, rhs)`` with the kernels ``factorization`` picks (:data:`FACTORIZATIONS`):
+
+    * ``"xla"``: the XLA loops of this module (:data:`KERNELS`), under ``vmap`` too;
+    * ``"lapack"``: LAPACK (``jax.scipy.linalg``, ``jnp.linalg``; cuSOLVER on a GPU), under ``vmap`` batched;
+    * ``"auto"``: LAPACK for one system, the XLA loops for a batch of systems (:func:`_by_batching`). Not
+      differentiable by itself: for the callbacks of :func:`implicit_solve`.
+
+    ``fn`` is linear in ``rhs`` ((p,) or (p, k)) and returns its shape."""
+    if check_factorization(factorization) == "auto":
+        return _by_batching(lambda *a: fn(KERNELS["lapack"], *a), lambda *a: fn(KERNELS["xla"], *a))
+    return lambda ops, rhs: fn(KERNELS[factorization], *ops, rhs)
+
+
+def implicit_solve(matvec, b, fn, ops, transpose_ops=None, factorization="xla"):
+    """x with matvec(x) = b, solved by ``fn(kernels, *ops, b)`` (:func:`kernel`; ``ops`` without gradients:
+    ``lax.stop_gradient``), its transpose by ``fn(kernels, *transpose_ops, b)`` (None: the matrix is symmetric).
+    Derivatives are implicit (``lax.custom_linear_solve``): dx = A^-1 (db - dA x) forward, the transposed system in
+    reverse, through ``matvec`` (the differentiable A) and the same solves."""
+    solve_ = kernel(fn, factorization)
+    ops = tuple(map(jnp.asarray, ops))
+    transpose_solve = None
+    if transpose_ops is not None:
+        transpose_ops = tuple(map(jnp.asarray, transpose_ops))
+        transpose_solve = lambda _, X: solve_(transpose_ops, X)  # noqa: E731
+    return jax.lax.custom_linear_solve(matvec, b, lambda _, X: solve_(ops, X), transpose_solve,
+                                       symmetric=transpose_ops is None)
+
+
+def solve(A, B, factorization="xla"):
+    """X with A X = B, A (n, n) nonsingular, B (n,) or (n, k): Gauss–Jordan elimination (:func:`_gauss_jordan`) or
+    LAPACK's LU, as ``factorization`` says (:func:`kernel`). Derivatives are implicit (:func:`implicit_solve`: the
+    transposed system solved the same way), as for ``jnp.linalg.solve``."""
     A_ = jax.lax.stop_gradient(A)
-    return jax.lax.custom_linear_solve(lambda X: A @ X, B, lambda _, X: _gauss_jordan(A_, X),
-                                       lambda _, X: _gauss_jordan(A_.T, X))
+    return implicit_solve(lambda X: A @ X, B, lambda k, A, B: k.solve(A, B), (A_,), (A_.T,), factorization)

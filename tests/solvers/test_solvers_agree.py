@@ -11,6 +11,7 @@ from diffchain._model import forces as _forces
 from diffchain._xla import loops
 from diffchain._solvers import recursive as _recursive
 from diffchain._constraints.system import system_terms
+from diffchain._solvers import dense
 
 rec = jax.jit(lambda c, s, u, stab: (lambda sol: (sol.a, sol.forces))(dc.Recursive()(c, s, u, stab)))
 kkt = jax.jit(lambda c, s, u, stab: (lambda sol: (sol.a, sol.forces))(dc.KKT()(c, s, u, stab)))
@@ -269,3 +270,62 @@ def test_short_chain_refuses_a_long_chain():
     with pytest.raises(ValueError, match=r"ShortChain: solves chains of 2 to SMALL_MAX = 8 point masses, got a chain "
                                          r"with n = 10 points"):
         dc.forward_dynamics(chain, state, solver=dc.ShortChain())
+
+
+DENSE = {"KKT": dc.KKT, "RangeSpace": dc.RangeSpace, "NullSpace": dc.NullSpace, "Larin": dc.Larin}
+
+
+@pytest.mark.parametrize("name", list(DENSE))
+def test_every_dense_factorization_agrees_with_kkt(name):
+    """The dense solvers' other factorizations against the default KKT (LAPACK for one system, as the test above runs
+    every solver): with ``factorization="xla"`` (the XLA loops) on one chain with guided points and sliders, and with
+    the default under ``vmap`` over two states (which runs the same loops) with held joints: accelerations to 1e-10,
+    tensions and held torques to 1e-9 relative."""
+    chain, state, control, desc = make_problem(5, 1, "random", kinds=True, links=False)
+    sol, ref = jax.jit(DENSE[name](factorization="xla"))(chain, state, control), kkt(chain, state, control, None)
+    assert _rel(sol.a, ref[0]) <= 1e-10 and _rel(sol.forces, ref[1]) <= 1e-9, desc
+    chain, state, control, desc = make_problem(5, 11, "random", kinds=False, links=False)
+    states = dc.State(jnp.stack([state.x, state.x]), jnp.stack([state.v, -state.v]), jnp.stack([state.t, state.t]))
+    held, alpha_w = np.array([True, False, True, False, False]), np.linspace(-1.0, 1.0, 5)
+    out = jax.jit(jax.vmap(lambda s: DENSE[name]().held(chain, s, control, held, alpha_w)))(states)
+    for i in range(2):
+        ref = jax.jit(dc.KKT().held)(chain, jax.tree.map(lambda a: a[i], states), control, held, alpha_w)
+        assert _rel(out.a[i], ref.a) <= 1e-10, desc
+        assert _rel(out.forces[i], ref.forces) <= 1e-9 and _rel(out.tau_w[i], ref.tau_w) <= 1e-9, desc
+
+
+@pytest.mark.parametrize("factorization", ["auto", "xla"])
+def test_range_space_derivatives_are_those_of_the_saddle_point_solution(factorization):
+    """The range-space method's derivatives (implicit, through its saddle-point matrix) with a row left out of the
+    independent set S: reverse and forward mode, of one system and under vmap, equal central differences of
+    numpy.linalg.solve of ``[[M, J_S^T], [J_S, 0]] [q_dd; -lambda_S] = [Q; gamma_S]``; lambda off S is 0."""
+    rng = np.random.default_rng(5)
+    n, m = 6, 4
+    X = rng.normal(size=(n, n))
+    args = [X @ X.T + np.eye(n), rng.normal(size=n), rng.normal(size=(m, n)), rng.normal(size=m)]
+    sel = np.array([True, False, True, True])
+    w = rng.normal(size=n + m)
+
+    def reference(M, Q, J, gamma):
+        K = np.block([[M, J[sel].T], [J[sel], np.zeros((3, 3))]])
+        x = np.linalg.solve(K, np.concatenate([Q, gamma[sel]]))
+        lam = np.zeros(m)
+        lam[sel] = -x[n:]
+        return w @ np.concatenate([x[:n], lam])
+
+    def loss(M, Q, J, gamma):
+        qdd, lam = dense.range_space_solve(M, Q, J, gamma, sel, factorization)
+        return jnp.sum(w * jnp.concatenate([qdd, lam]))
+
+    dirs = [rng.normal(size=a.shape) for a in args]
+    dirs[0] = dirs[0] + dirs[0].T                       # M stays symmetric
+    eps = 1e-6
+    fd = (reference(*(a + eps * d for a, d in zip(args, dirs))) - reference(*(a - eps * d for a, d in zip(args, dirs)))
+          ) / (2 * eps)
+    np.testing.assert_allclose(jax.jit(loss)(*args), reference(*args), rtol=1e-12)
+    reverse = lambda a, d: sum(jnp.sum(g * t) for g, t in zip(jax.grad(loss, (0, 1, 2, 3))(*a), d))  # noqa: E731
+    forward = lambda a, d: jax.jvp(loss, tuple(a), tuple(d))[1]  # noqa: E731
+    for derivative in (reverse, forward):
+        np.testing.assert_allclose(jax.jit(derivative)(args, dirs), fd, rtol=1e-7, atol=1e-9)
+        twice = jax.jit(jax.vmap(derivative))([np.stack([a, a]) for a in args], [np.stack([d, 2 * d]) for d in dirs])
+        np.testing.assert_allclose(twice, [fd, 2 * fd], rtol=1e-7, atol=1e-9)

@@ -1,6 +1,7 @@
-"""The small factorizations in XLA operations (diffchain._xla.linalg) against numpy's LAPACK, and the batched programs
-of chains and mechanisms free of LAPACK custom calls (batched LAPACK kernels of jaxlib 0.10 deadlock XLA's CPU thread
-pool when two run at once)."""
+"""The small factorizations in XLA operations (diffchain._xla.linalg) against numpy's LAPACK, the factorization choice
+of the dense solves (LAPACK for one system, the XLA loops for a batch: ``factorization="auto"``), and the batched
+programs of chains and mechanisms free of LAPACK custom calls (batched LAPACK kernels of jaxlib 0.10 deadlock XLA's CPU
+thread pool when two run at once)."""
 import re
 
 import jax
@@ -11,7 +12,8 @@ import pytest
 import diffchain as dc
 from diffchain._events.constraints import _mass_metric_step
 from diffchain import systems
-from diffchain._xla.linalg import apply_q, apply_qt, cholesky, householder_qr, solve, solve_lower, solve_upper
+from diffchain._xla.linalg import (FACTORIZATIONS, apply_q, apply_qt, cholesky, householder_qr, solve, solve_lower,
+                                   solve_upper)
 
 
 def _matrices():
@@ -116,6 +118,110 @@ def test_solve_equals_lapack_with_implicit_derivatives(n):
 def _lapack_calls(f, *args):
     return [c for c in set(re.findall(r'custom_call_target="([^"]+)"', jax.jit(f).lower(*args).as_text(dialect="hlo")))
             if "lapack" in c]
+
+
+def _batched_lapack_calls(f, *args):
+    """The LAPACK custom calls of ``f``'s program with a batch dimension (the kernels that split it over the pool)."""
+    hlo = jax.jit(f).lower(*args).as_text(dialect="hlo").splitlines()
+    return [line for line in hlo if "lapack" in line and 'num_batch_dims="0"' not in line]
+
+
+def _system(rng, n):
+    A = rng.normal(size=(n, n)) + n * np.eye(n)
+    A[0, 0] = 0.0          # a zero leading entry: the elimination must swap rows
+    return A
+
+
+@pytest.mark.parametrize("factorization", FACTORIZATIONS)
+def test_every_factorization_solves_as_numpy_with_derivatives_by_central_differences(factorization):
+    """solve(A, B, factorization) for one system and under vmap (batched matrices; one matrix and batched right-hand
+    sides; nested vmaps) equals numpy.linalg.solve, and its reverse- and forward-mode derivatives in A and b, of one
+    system and batched, equal central differences of numpy.linalg.solve (f = w . x along a random direction)."""
+    rng = np.random.default_rng(11)
+    n, batch = 5, 3
+    As = np.stack([_system(rng, n) for _ in range(batch)])
+    bs, B = rng.normal(size=(batch, n)), rng.normal(size=(n, 2))
+    A, b = As[0], bs[0]
+    f = lambda A, b: solve(A, b, factorization)  # noqa: E731
+    np.testing.assert_allclose(jax.jit(f)(A, b), np.linalg.solve(A, b), rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(jax.jit(f)(A, B), np.linalg.solve(A, B), rtol=1e-12, atol=1e-13)
+    ref = np.stack([np.linalg.solve(a, c) for a, c in zip(As, bs)])
+    np.testing.assert_allclose(jax.jit(jax.vmap(f))(As, bs), ref, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(jax.jit(jax.vmap(f, (None, 0)))(A, bs), np.linalg.solve(A, bs.T).T, rtol=1e-12,
+                               atol=1e-13)
+    np.testing.assert_allclose(jax.jit(jax.vmap(f, (None, 0)))(A, np.stack([B, 2 * B])),
+                               np.stack([np.linalg.solve(A, B), np.linalg.solve(A, 2 * B)]), rtol=1e-12, atol=1e-13)
+    every = np.stack([[np.linalg.solve(a, c) for c in bs] for a in As])
+    np.testing.assert_allclose(jax.jit(jax.vmap(jax.vmap(f, (None, 0)), (0, None)))(As, bs), every, rtol=1e-12,
+                               atol=1e-13)
+    np.testing.assert_allclose(jax.jit(jax.vmap(jax.vmap(f, (0, None)), (None, 0)))(As, bs),
+                               np.swapaxes(every, 0, 1), rtol=1e-12, atol=1e-13)
+
+    w = rng.normal(size=n)
+    loss = lambda A, b: jnp.sum(w * f(A, b))  # noqa: E731
+    dA, db = rng.normal(size=(batch, n, n)), rng.normal(size=(batch, n))
+    eps = 1e-6
+    fd = np.array([(w @ np.linalg.solve(a + eps * da, c + eps * dc_) - w @ np.linalg.solve(a - eps * da, c - eps * dc_))
+                   / (2 * eps) for a, c, da, dc_ in zip(As, bs, dA, db)])
+    reverse = lambda A, b, dA, db: sum(jnp.sum(g * d) for g, d in zip(jax.grad(loss, (0, 1))(A, b), (dA, db)))  # noqa
+    forward = lambda A, b, dA, db: jax.jvp(loss, (A, b), (dA, db))[1]  # noqa: E731
+    for derivative in (reverse, forward):
+        np.testing.assert_allclose(jax.jit(derivative)(A, b, dA[0], db[0]), fd[0], rtol=1e-7, atol=1e-9)
+        np.testing.assert_allclose(jax.jit(jax.vmap(derivative))(As, bs, dA, db), fd, rtol=1e-7, atol=1e-9)
+    # the gradient of a batched solve's sum: each system's own gradient
+    gA = jax.jit(jax.grad(lambda As: jnp.sum(jax.vmap(loss)(As, bs))))(As)
+    fd_A = [(w @ np.linalg.solve(a + eps * da, c) - w @ np.linalg.solve(a - eps * da, c)) / (2 * eps)
+            for a, c, da in zip(As, bs, dA)]
+    np.testing.assert_allclose(np.sum(np.asarray(gA) * dA, (1, 2)), fd_A, rtol=1e-7, atol=1e-9)
+
+
+def test_auto_calls_lapack_for_one_matrix_and_the_loops_for_a_batch():
+    """factorization="auto": LAPACK (getrf) where the solve has one matrix (alone, with batched right-hand sides, and
+    in its derivatives), no LAPACK call where the matrices are batched, under one or two vmaps and in their
+    derivatives both ways; "lapack" calls LAPACK's batched kernels there, "xla" never calls LAPACK."""
+    rng = np.random.default_rng(12)
+    As, bs = np.stack([_system(rng, 4) for _ in range(2)]), rng.normal(size=(2, 4))
+    A, b = As[0], bs[0]
+    auto = lambda A, b: solve(A, b, "auto")  # noqa: E731
+    loss = lambda A, b: jnp.sum(jnp.sin(auto(A, b)))  # noqa: E731
+    for f, args in ((auto, (A, b)), (jax.vmap(auto, (None, 0)), (A, bs)), (jax.grad(loss, (0, 1)), (A, b)),
+                    (lambda A, b: jax.jvp(loss, (A, b), (A, b))[1], (A, b))):
+        assert "lapack_dgetrf_ffi" in _lapack_calls(f, *args)
+    batched = [(jax.vmap(auto), (As, bs)), (jax.vmap(auto, (0, None)), (As, b)),
+               (jax.vmap(jax.vmap(auto, (None, 0)), (0, None)), (As, bs)),
+               (jax.vmap(jax.vmap(auto, (0, None)), (None, 0)), (As, bs)),
+               (jax.vmap(jax.grad(loss, (0, 1))), (As, bs)),
+               (jax.grad(lambda As: jnp.sum(jax.vmap(loss)(As, bs))), (As,)),
+               (jax.vmap(lambda A, b: jax.jvp(loss, (A, b), (A, b))[1]), (As, bs))]
+    for f, args in batched:
+        assert not _lapack_calls(f, *args)
+    assert _batched_lapack_calls(jax.vmap(lambda A, b: solve(A, b, "lapack")), As, bs)
+    assert not _batched_lapack_calls(jax.vmap(auto, (None, 0)), A, bs)
+    assert not _lapack_calls(lambda A, b: solve(A, b, "xla"), A, b)
+
+
+def test_dense_solvers_choose_their_factorization():
+    """The dense solvers' ``factorization`` (default "auto"): their one-system programs call LAPACK (KKT's LU, the
+    range space's Cholesky), their batched ones do not, and where only M and Q are batched, the matrices made of J
+    alone (the minimum-norm multipliers') are one matrix: unbatched LAPACK calls. "xla" calls none; anything else
+    is refused by name."""
+    rng = np.random.default_rng(13)
+    X = rng.normal(size=(6, 6))
+    M, Q, J, gamma = X @ X.T + np.eye(6), rng.normal(size=6), rng.normal(size=(3, 6)), rng.normal(size=3)
+    on = np.ones(3, bool)
+    for solver, call in ((dc.KKT(), "getrf"), (dc.RangeSpace(), "potrf"), (dc.NullSpace(), "getrf"),
+                         (dc.Larin(), "getrf")):
+        assert solver.factorization == "auto"
+        system = lambda M, Q, solver=solver: solver.system(M, Q, J, gamma, on).a  # noqa: E731
+        assert any(call in c for c in _lapack_calls(system, M, Q)), solver
+        assert not _batched_lapack_calls(jax.vmap(system), np.stack([M, 2 * M]), np.stack([Q, Q]))
+        every = lambda M, Q, J, solver=solver: solver.system(M, Q, J, gamma, on).a  # noqa: E731
+        assert not _lapack_calls(jax.vmap(every), np.stack([M, 2 * M]), np.stack([Q, Q]), np.stack([J, -J]))
+        xla = type(solver)(factorization="xla")
+        assert not _lapack_calls(lambda M, Q: xla.system(M, Q, J, gamma, on).a, M, Q)
+    with pytest.raises(ValueError, match=r"RangeSpace: factorization must be 'auto' \(LAPACK for one system, the XLA "
+                                         r"loops for a batch\), 'lapack' or 'xla', got 'LU'"):
+        dc.RangeSpace(factorization="LU")
 
 
 @pytest.mark.slow
