@@ -27,15 +27,16 @@ class InputError(ValueError):
     or an array of the wrong shape. The message names the function and the argument, says what was expected and what
     was received, and under ``vmap`` names the first bad element of the batch.
 
-    diffchain raises it for a value known when you call (a Python number, an array passed outside ``jit``) and for one
-    checked while a compiled program runs (every diffchain function is compiled: :func:`compiled`), so that
+    diffchain raises it for a value known when you call (a Python number, a model built from Python numbers) and for
+    one checked while the compiled program of a diffchain function runs (an array you pass to it), so that
     ``except dc.InputError`` (or ``except ValueError``: it is one) catches it either way. Inside a ``jax.jit`` of your
-    own, JAX reports an error of a running program as a ``jax.errors.JaxRuntimeError`` (a ``RuntimeError``) whose text
-    holds ``"InputError: <message>"``; catch ``(dc.InputError, jax.errors.JaxRuntimeError)`` there.
+    own, JAX reports the failed check with an exception of its own, a ``jax.errors.JaxRuntimeError`` (a ``ValueError``
+    where it reruns a program it has compiled), whose text holds the line ``"InputError: <message>"``; catch
+    ``(ValueError, jax.errors.JaxRuntimeError)`` there.
     """
 
 
-InputError.__module__ = "diffchain"  # (its public name, as tracebacks and the text of a JaxRuntimeError show it)
+InputError.__module__ = "diffchain"  # (its public name: a traceback shows it as diffchain.InputError)
 
 
 def _require(ok: bool, message: str):
