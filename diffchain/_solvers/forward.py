@@ -37,7 +37,9 @@ def forward_dynamics(model, state: State, control: Control | None = None, *, sol
     with ``held`` the torques tau_w (n,), and a dense solve's rank information.
 
     ``check``: by default (None) the inputs are checked: a state or a control that holds NaN or inf raises a
-    :class:`diffchain.InputError`, also under ``jit`` (when the program runs). ``check=True`` also checks the result:
+    :class:`diffchain.InputError`, also under ``jit`` (when the program runs; about 1 us a call on CPU, 1.1 against
+    7.7 us a state of a 5-link chain in a ``lax.map``: in a loop of your own, check the states once and pass
+    ``check=False``). ``check=True`` also checks the result:
     accelerations that are not finite raise a ``ValueError``, and so does a dense solve whose rank information says it
     is singular (a rank below the mechanism's nominal rank) or inconsistent, instead of returning a flagged result.
     ``check=False`` checks neither (a program without host callbacks).
