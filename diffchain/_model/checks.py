@@ -270,3 +270,41 @@ def _reporting_failed_checks():
 def _python_scalar(value):
     """A numpy integer or bool scalar as the Python value (a static argument), anything else as it is."""
     return value.item() if isinstance(value, (np.integer, np.bool_)) else value
+
+
+def control_checks(control, who: str, traced: bool = True) -> list:
+    """Raise now unless the known parts of ``control`` are finite; for traced parts, the checks to run with the
+    program (if ``traced``). Only small values enter them (the first bad step or value), never the arrays."""
+    pending = []
+    for name in ("tau", "F", "a_w"):
+        leaf = getattr(control, name)
+        if leaf is None or not np.prod(jnp.shape(leaf)):  # (none, or empty: a mechanism without motors)
+            continue
+        message = f"{who}: the control's {name} must be finite"
+        if not isinstance(leaf, jax.core.Tracer):
+            value = np.asarray(leaf)
+            if not np.all(np.isfinite(value)):
+                where = tuple(int(i) for i in np.argwhere(~np.isfinite(value))[0])
+                raise InputError(f"{message}, got {value[where]} at index {where}")
+        elif traced:
+            pending.append(finite_check(leaf, message, time_axis=leaf.ndim > 1 + (name != "tau")))
+    return pending
+
+
+def finite_check(x, message: str, time_axis: bool) -> tuple:
+    """The run-time check that the traced ``x`` is finite, naming the first step holding NaN or inf (``time_axis``)
+    or the first such value: only scalars enter the check, never ``x`` itself."""
+    if time_axis:
+        bad_steps = ~jnp.all(jnp.isfinite(x.reshape(x.shape[0], -1)), axis=1)
+        return bad_steps, message + ", got NaN or inf at step {got}", jnp.argmax(bad_steps)
+    flat = x.reshape(-1)
+    bad = ~jnp.isfinite(flat)
+    return bad, message, flat[jnp.argmax(bad)]
+
+
+def finite_state_check(state, what: str) -> tuple:
+    """The check that ``state`` (``what``: how the message names it) is finite, for
+    :func:`diffchain._model.checks.runtime_checks`; only max|x| and max|v| enter it."""
+    size, speed = jnp.max(jnp.abs(state.x), initial=0.0), jnp.max(jnp.abs(state.v), initial=0.0)
+    return (~(jnp.isfinite(size) & jnp.isfinite(speed)),
+            f"{what} must be finite, but x or v holds NaN or inf (max|x|, max|v| = {{got}})", jnp.stack([size, speed]))

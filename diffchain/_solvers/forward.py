@@ -5,7 +5,7 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from .._model.chain import Control, State
-from .._model.checks import compiled, describe, runtime_checks
+from .._model.checks import compiled, control_checks, describe, finite_state_check, runtime_checks
 from .._model.model import PATH, check_model
 from .base import Solver, check_solver
 from .rank import INCONSISTENT, NONFINITE, SINGULAR, STATUS
@@ -55,7 +55,6 @@ def forward_dynamics(model, state: State, control: Control | None = None, *, sol
         raise ValueError(f"{who}: held joints (seed 000 Part II) are a chain's; a mechanism holds its angle stops "
                          "in the event rollout, or prescribes an angle with a driver (MechanismBuilder.drive)")
     if check is not False:  # the inputs: finite (only their largest magnitudes enter the check)
-        from .._simulate.rollout import control_checks, finite_state_check
         pending = [finite_state_check(state, f"{who}: the state")] + control_checks(control, who)
         x, v = runtime_checks((state.x, state.v), pending)
         state = State(x, v, state.t)
