@@ -49,6 +49,25 @@ def pytest_collection_modifyitems(items):
 # time (the lean damping/drag test: 60 -> 37 s). Its code may round differently (e.g. no fused multiply-adds), so a
 # test that compares two programs bit for bit (they must give the same bits where users' optimised code does) is
 # marked ``full_opt``. DIFFCHAIN_TEST_FULL_OPT=1 runs every test with the optimised code that users run.
+# Every compiled program holds three memory mappings of its machine code until JAX's caches let it go; a test process
+# compiles thousands, and past the kernel's vm.max_map_count (65530 by default) the next mmap fails and XLA's compiler
+# crashes with a segmentation fault, in whichever test comes next. The mappings are released by clearing the caches
+# (what a long-lived process of a user's that compiles without end would do too).
+_MAPS = "/proc/self/maps"
+MAX_MAPS = 30_000
+
+
+@pytest.fixture(autouse=True)
+def _release_compiled_programs():
+    yield
+    if os.path.exists(_MAPS):
+        with open(_MAPS) as f:
+            n = sum(1 for _ in f)
+        if n > MAX_MAPS:
+            jax.clear_caches()
+            gc.collect()
+
+
 @pytest.fixture(autouse=True)
 def _compile_effort(request):
     full = bool(os.environ.get("DIFFCHAIN_TEST_FULL_OPT")) or request.node.get_closest_marker("full_opt") is not None
