@@ -2,7 +2,8 @@
 from ._xla.flags import set_xla_cpu_flags, xla_cpu_flags
 from ._model.checks import InputError
 from ._model.model import Model, energy
-from ._model.chain import Chain, Control, State, cart_chain, free_chain, pendulum
+from ._state import Control, State
+from ._model.chain import Chain, cart_chain, free_chain, pendulum
 from ._model.geometry import (from_joint_angles, joint_accelerations, joint_angles, joint_velocities, link_angles)
 from ._solvers.base import Solution, Solver
 from ._solvers.rank import Info

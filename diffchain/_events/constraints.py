@@ -15,7 +15,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .._model.chain import Control, State
+from .._state import Control, State
 from .._model.model import Model
 from .._constraints.kinds import Contacts, Stops, contact_jacobian
 from .._constraints.system import constraint_jacobian, point_residual, system_terms

@@ -9,7 +9,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .chain import G, State
+from .._state import State
+from .chain import G
 from .host import array
 from .model import GENERAL, Bodies, Model
 from .._constraints.kinds import _R, Coincide, Distance, Driver, OnLine, PointKinds

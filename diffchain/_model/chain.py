@@ -1,4 +1,6 @@
-"""The chain model, its state and its control input, as Equinox pytrees (seed 000 §2; seed 003 natural coordinates).
+"""The chain builder: :func:`Chain` (and :func:`pendulum`, :func:`free_chain`, :func:`cart_chain`), a serial chain as a
+:class:`~diffchain.Model` (seed 000 §2; seed 003 natural coordinates). Its state and control input are in
+:mod:`diffchain._state`.
 
 The shapes (the number of points ``n``) decide the compiled program; everything else is an array, so a batch of models
 can be vmapped and a new model of the same size never recompiles. The joint kinds are boolean masks: the solvers switch
@@ -10,12 +12,11 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-import equinox as eqx
-from jaxtyping import Array, Float
 
 from .checks import _require, _show, describe, runtime_checks
-from .host import array as _array, float_dtype, xp as _xp, zeros as _zeros
+from .host import array as _array, float_dtype, xp as _xp
 from .model import PATH, Model
+from .._state import Control, State
 
 G = 9.81  # seed 000 §4.1
 
@@ -191,77 +192,7 @@ def check_path_inputs(chain, state, control, who, steps=False):
                          "rollout)")
 
 
-class State(eqx.Module):
-    """Cartesian state at the start of a time quantum (seed 000 §2): positions x_i, velocities v_i, time t."""
-
-    x: Float[Array, "n 2"]
-    v: Float[Array, "n 2"]
-    t: Float[Array, ""]
-
-    def __init__(self, x, v=None, t=0.0):
-        x = _array(x)
-        self.x = x if jnp.issubdtype(x.dtype, jnp.inexact) else x.astype(jnp.result_type(float))
-        self.v = _zeros(self.x.shape, self.x.dtype, x) if v is None else _array(v, self.x.dtype)
-        self.t = _array(t, self.x.dtype)
-
-    def __check_init__(self):
-        _require(self.x.ndim >= 2 and self.x.shape[-1] == 2, f"State: x must have shape (n, 2), got {self.x.shape}")
-        _require(self.v.shape == self.x.shape, f"State: v must have the shape of x {self.x.shape}, got {self.v.shape}")
-        _require(self.t.ndim <= self.x.ndim - 2, f"State: t must be a scalar time (or one per leading axis of x "
-                 f"{self.x.shape[:-2]}), got shape {self.t.shape}")
-
-
-class Control(eqx.Module):
-    """What acts on a model from outside during a quantum.
-
-      tau: (n,)   one torque per motor of the model: a chain's torque at each joint (seed §4.2), tau_i acts between
-                  link i-1 and link i (for i = 1 between the world and link 1, for i = n on link n-1 alone), positive
-                  counter-clockwise on link i; a mechanism's (n_motors,), in the order the motors were created
-      F:   (P,2)  point forces added to F^e, one per point (a chain's n, a mechanism's P in the order of its
-                  ``point_names``); None (the default) for none
-      a_w: (n,2)  prescribed accelerations of a chain's guided points (seed §6.1); ignored elsewhere and by mechanisms
-                  (they prescribe motion with drivers)
-    """
-
-    tau: Float[Array, " n"]
-    F: Float[Array, "P 2"] | None
-    a_w: Float[Array, "n 2"]
-
-    def __init__(self, tau=None, F=None, a_w=None, *, n=None, dtype=None):
-        """Missing tau and a_w are zero, a missing F is None (no point forces). Leading axes (a time axis for
-        ``rollout``, a batch axis) are taken from the given parts: ``Control(tau=jnp.zeros((T, n)))`` is a sequence of T
-        controls. The number of joints n is tau's, else a_w's, else F's, else ``n``."""
-        lead = None
-        for arr, tail in ((tau, 1), (a_w, 2), (F, 2)):
-            if arr is not None:
-                shape = jnp.shape(arr)
-                _require(len(shape) >= tail, f"Control: tau must be (..., n), F and a_w (..., n, 2); got {shape}")
-                if lead is None:
-                    lead, n = shape[: len(shape) - tail], shape[len(shape) - tail]
-        _require(n is not None, "Control: give at least one of tau, F, a_w, or n")
-        lead = () if lead is None else lead
-        first = [_array(a).dtype for a in (tau, F, a_w) if a is not None][:1]  # (the parts take its dtype)
-        dtype = dtype or jnp.result_type(float, *first)
-        parts = (tau, F, a_w)
-        self.tau = _zeros(lead + (n,), dtype, parts) if tau is None else _array(tau, dtype)
-        self.F = None if F is None else _array(F, dtype)
-        self.a_w = _zeros(lead + (n, 2), dtype, parts) if a_w is None else _array(a_w, dtype)
-
-    def __check_init__(self):
-        lead, n = self.tau.shape[:-1], self.tau.shape[-1] if self.tau.ndim else -1
-        _require(self.tau.ndim >= 1, f"Control: tau must have shape (..., n), got {self.tau.shape}")
-        _require(self.F is None or self.F.shape[:-2] == lead and self.F.shape[-1:] == (2,),
-                 f"Control: F must have shape (..., P, 2) with tau's leading axes {lead}, got "
-                 f"{None if self.F is None else self.F.shape}")
-        _require(self.a_w.shape == lead + (n, 2),
-                 f"Control: a_w must have shape (..., n, 2) = {lead + (n, 2)}, got {self.a_w.shape}")
-
-    def forces(self):
-        """F, or zeros of a_w's shape where it is None (a chain's n points)."""
-        return jnp.zeros_like(self.a_w) if self.F is None else self.F
-
-
-def check_sizes(chain: Chain, state: State | None = None, control=None, who: str = "diffchain"):
+def check_sizes(chain: Model, state: State | None = None, control=None, who: str = "diffchain"):
     """Raise a ValueError naming the argument whose number of points is not the chain's n (at trace time: shapes
     only). ``control`` may carry leading axes (a time axis); anything but a :class:`Control` (a policy) is skipped."""
     n = chain.n
@@ -293,7 +224,7 @@ def _per_point(value, n, name):
     return xp.broadcast_to(arr, (n,))
 
 
-def pendulum(n_links: int, mass=1.0, length=1.0, **kwargs) -> Chain:
+def pendulum(n_links: int, mass=1.0, length=1.0, **kwargs) -> Model:
     """An ``n_links``-link pendulum: n = n_links + 1 points, point 1 pinned (guided with a^w = 0), the rest free.
 
     ``mass`` (scalar or (n_links,)) sits at points 2..n; the pinned point gets the same mass as point 2 (it never moves,
@@ -305,14 +236,14 @@ def pendulum(n_links: int, mass=1.0, length=1.0, **kwargs) -> Chain:
                  guided=[True] + [False] * n_links, **kwargs)
 
 
-def free_chain(n_links: int, mass=1.0, length=1.0, **kwargs) -> Chain:
+def free_chain(n_links: int, mass=1.0, length=1.0, **kwargs) -> Model:
     """A free-floating chain of ``n_links`` rods and n_links + 1 point masses (``mass`` scalar or (n_links+1,))."""
     _require(int(n_links) >= 1, f"free_chain: n_links must be >= 1, got {n_links}")
     return Chain(_per_point(mass, n_links + 1, "free_chain: mass"), _per_point(length, n_links, "free_chain: length"),
                  **kwargs)
 
 
-def cart_chain(n_links: int, mass=1.0, length=1.0, *, normal=(0.0, 1.0), offset=0.0, **kwargs) -> Chain:
+def cart_chain(n_links: int, mass=1.0, length=1.0, *, normal=(0.0, 1.0), offset=0.0, **kwargs) -> Model:
     """A chain whose first point slides on the line {x : normal·x = offset} (a cart on a rail, seed §6.3, §14).
 
     ``mass`` is a scalar or (n_links+1,) (the first entry is the cart). The default line is the x axis.

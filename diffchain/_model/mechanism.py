@@ -2,7 +2,7 @@
 :class:`~diffchain.MechanismBuilder`)."""
 from __future__ import annotations
 
-from .chain import Control, State
+from .._state import Control, State
 from .checks import describe
 
 

@@ -328,7 +328,7 @@ class Model(eqx.Module):
     def zero_control(self, dtype):
         """The control of no input (one step), every field an array (the event rollout caches it): zero torques (one
         per motor), point forces (one per point) and prescribed accelerations."""
-        from .chain import Control
+        from .._state import Control
         return Control(tau=jnp.zeros((self.motor_idx.shape[0],), dtype), F=jnp.zeros((self.n_points, 2), dtype))
 
     def length_scale(self):
@@ -374,7 +374,7 @@ class Model(eqx.Module):
         """The limit features' angular velocities omega (F,) and, with ``a``, their angular accelerations alpha (F,):
         d theta / dt and d^2 theta / dt^2 along x(s) = x + s v + s^2 a / 2 at s = 0."""
         if self.topology == PATH:
-            from .chain import State
+            from .._state import State
             from .geometry import joint_accelerations, joint_velocities
             st = State(x, v)
             return joint_velocities(st) if a is None else (joint_velocities(st), joint_accelerations(st, a))

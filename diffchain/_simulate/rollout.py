@@ -14,9 +14,9 @@ import numpy as np
 
 from .._model.geometry import links
 from .integrators import Integrator
-from .._model.chain import Chain, Control, State
+from .._state import Control, State
 from .._model.checks import InputError, compiled, control_checks, describe, finite_state_check, runtime_checks
-from .._model.model import PATH, check_model
+from .._model.model import Model, PATH, check_model
 from .projection import Projected
 from .._solvers.implicit import KKT_SOLUTION
 from .._analysis.diagnosis import check_run, run_checks
@@ -33,7 +33,7 @@ class Backend(eqx.Module):
     :class:`diffchain.PointMajor`."""
 
     @abc.abstractmethod
-    def rollout(self, run, chain: Chain, state: State, controls, *, dt, n_steps, solver, integrator):
+    def rollout(self, run, chain: Model, state: State, controls, *, dt, n_steps, solver, integrator):
         """The rollout ``run(chain, state, controls)`` (the one-chain program), in this backend's form."""
 
 
@@ -264,7 +264,7 @@ def _rollout(chain, state, controls, dt, n_steps, solver, integrator, checkpoint
     return _scan_rollout(chain, body, state, controls, n_steps, checkpoint, lambda s: s)
 
 
-def _scan_rollout(chain: Chain, body, init, controls, n_steps, checkpoint, to_state, keep=()):
+def _scan_rollout(chain: Model, body, init, controls, n_steps, checkpoint, to_state, keep=()):
     """``lax.scan`` of ``body(carry, control) -> (carry, output)`` over open-loop controls, a policy of the
     :class:`State` ``to_state(carry)``, or None (zero input); optionally checkpointed in segments (see :func:`rollout`)
     whose reverse pass keeps their start and the values named ``keep`` (``jax.ad_checkpoint.checkpoint_name``)."""
@@ -300,7 +300,7 @@ def _scan_rollout(chain: Chain, body, init, controls, n_steps, checkpoint, to_st
 
 
 @compiled
-def constraint_violation(chain: Chain, state: State):
+def constraint_violation(chain: Model, state: State):
     """Largest rod-length error |‖x_{i+1}-x_i‖ - l_i| and rod-stretch-rate |r_i^T (v_{i+1}-v_i)|, and the slider errors.
     A rod between two guided points is switched off (their prescribed motion wins, seed §6.1) and not counted."""
     _, rho, r = links(state.x)
@@ -314,7 +314,7 @@ def constraint_violation(chain: Chain, state: State):
     return jnp.maximum(length, line), jnp.maximum(rate, line_rate)
 
 
-def check_state(chain: Chain, state: State, tol: float = 1e-6) -> State:
+def check_state(chain: Model, state: State, tol: float = 1e-6) -> State:
     """Raise if ``state`` is off the constraint manifold or not finite; returns the state so it can be threaded on.
 
     Allowed: a rod-length or slider-line error of tol * max(l) + 8 eps max|x| and a stretch rate (or speed off a
@@ -326,7 +326,7 @@ def check_state(chain: Chain, state: State, tol: float = 1e-6) -> State:
     return State(runtime_checks((state.x,), state_checks(chain, state, tol))[0], state.v, state.t)
 
 
-def state_checks(chain: Chain, state: State, tol: float = 1e-6) -> list:
+def state_checks(chain: Model, state: State, tol: float = 1e-6) -> list:
     """The checks of :func:`check_state`, for :func:`diffchain._model.checks.runtime_checks`."""
     if state.x.shape != (chain.n, 2):
         raise ValueError(f"check_state: x must have shape (n, 2) = ({chain.n}, 2) for this chain, got {state.x.shape}")

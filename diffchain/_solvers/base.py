@@ -26,9 +26,9 @@ from typing import ClassVar
 import equinox as eqx
 import jax
 
-from .._model.chain import Chain, Control, State
+from .._state import Control, State
 from .._model.checks import describe
-from .._model.model import PATH
+from .._model.model import Model, PATH
 from .rank import Info
 
 
@@ -54,11 +54,11 @@ class Solver(eqx.Module):
     chains_only: ClassVar[bool] = False
 
     @abc.abstractmethod
-    def __call__(self, model: Chain, state: State, control: Control, stab=None) -> Solution:
+    def __call__(self, model: Model, state: State, control: Control, stab=None) -> Solution:
         """A model's a (N, 2) and the multipliers of its rows of Phi (a chain's rod tensions phi (n-1,))."""
 
     @abc.abstractmethod
-    def held(self, chain: Chain, state: State, control: Control, active, alpha_w, theta_bar=None,
+    def held(self, chain: Model, state: State, control: Control, active, alpha_w, theta_bar=None,
              stab=None) -> Solution:
         """a (n, 2), phi (n-1,) and tau_w (n,) of a chain whose ``active`` joints are held (seed 000 Part II)."""
 
