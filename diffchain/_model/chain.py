@@ -13,10 +13,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .checks import _require, _show, describe, runtime_checks
+from .checks import _require, _show, runtime_checks
 from .host import array as _array, float_dtype, xp as _xp
 from .model import PATH, Model
-from .._state import Control, State
 
 G = 9.81  # seed 000 §4.1
 
@@ -179,32 +178,6 @@ def _lowest_mass_eigenvalues(chain):
     from .inertia import point_mass_blocks
 
     return jnp.linalg.eigvalsh(point_mass_blocks(chain))[:, 0]
-
-
-def check_path_inputs(chain, state, control, who, steps=False):
-    """:meth:`Model.check_inputs` of a chain."""
-    if state is not None and not isinstance(state, State):
-        raise TypeError(f"{who}: state must be a diffchain.State, got {describe(state)}")
-    check_sizes(chain, state, control, who)
-    if isinstance(control, Control) and not steps and control.tau.shape != (chain.n,):
-        raise ValueError(f"{who}: control must be one control, tau of shape (n,) = ({chain.n},) and F, a_w "
-                         f"({chain.n}, 2), got tau of shape {control.tau.shape} (a sequence of controls goes to "
-                         "rollout)")
-
-
-def check_sizes(chain: Model, state: State | None = None, control=None, who: str = "diffchain"):
-    """Raise a ValueError naming the argument whose number of points is not the chain's n (at trace time: shapes
-    only). ``control`` may carry leading axes (a time axis); anything but a :class:`Control` (a policy) is skipped."""
-    n = chain.n
-    if state is not None:
-        _require(state.x.shape[-2:] == (n, 2), f"{who}: the state has x of shape {state.x.shape}, the chain has n = {n} "
-                 f"points: x and v must be ({n}, 2)")
-    if isinstance(control, Control):
-        _require(control.tau.shape[-1] == n, f"{who}: the control has tau of shape {control.tau.shape}, the chain has "
-                 f"n = {n} points: tau must be (..., {n}), F and a_w (..., {n}, 2)")
-        _require(control.F is None or control.F.shape[-2] == n, f"{who}: the control has F of shape "
-                 f"{None if control.F is None else control.F.shape}, the chain has n = {n} points: F must be "
-                 f"(..., {n}, 2)")
 
 
 def _per_point_or_one(value, shape, dtype, name):

@@ -28,6 +28,7 @@ import jax.numpy as jnp
 
 from .._constraints.kinds import PointKinds
 from .checks import compiled
+from .inputs import check_general_inputs, check_path_inputs
 
 PATH, GENERAL = "path", "general"
 
@@ -321,8 +322,6 @@ class Model(eqx.Module):
     def check_inputs(self, state, control, who: str, steps: bool = False):
         """TypeError / ValueError at trace time unless ``state`` (may be None) and ``control`` (a Control, with a
         leading time axis if ``steps``; anything else is a policy or None and skipped) fit the model."""
-        from .chain import check_path_inputs
-        from .mechanism import check_general_inputs
         (check_path_inputs if self.topology == PATH else check_general_inputs)(self, state, control, who, steps)
 
     def zero_control(self, dtype):
