@@ -12,7 +12,8 @@ from .._model.geometry import joint_accelerations
 from .._state import Control, State
 from .._model.checks import compiled, describe
 from .._model.model import Model, PATH, check_model
-from .._solvers.base import Solver, check_solver
+from .._solvers.base import Solver
+from .._solvers.choice import check_solver
 from .._solvers.recursive_solver import Recursive
 
 

@@ -48,7 +48,8 @@ from jax.ad_checkpoint import checkpoint_name
 
 from .._simulate.integrators import Integrator, SeedQuantum, VelocityVerlet
 from .._simulate.projection import Projected
-from .._solvers.base import Solver, check_solver
+from .._solvers.base import Solver
+from .._solvers.choice import check_solver
 from .._xla.batching import rare_cond, scan_until
 from .._model.checks import compiled
 from .._model.forces import _speed

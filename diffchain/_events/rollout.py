@@ -8,7 +8,8 @@ import jax
 import jax.numpy as jnp
 
 from .._simulate.integrators import Integrator, VelocityVerlet
-from .._solvers.base import Solver, check_solver
+from .._solvers.base import Solver
+from .._solvers.choice import check_solver
 from .._model.model import check_model
 from .state import EventState, Events, check_event_state
 from .._state import Control

@@ -311,14 +311,6 @@ class Model(eqx.Module):
         return E
 
     # -- what the entry points ask ---------------------------------------------------------------------------------
-    def default_solver(self):
-        """The solver used where none is given: the seed-000 recursion on a path, dense KKT otherwise."""
-        if self.topology == PATH:
-            from .._solvers.recursive_solver import Recursive
-            return Recursive()
-        from .._solvers.dense import KKT
-        return KKT()
-
     def check_inputs(self, state, control, who: str, steps: bool = False):
         """TypeError / ValueError at trace time unless ``state`` (may be None) and ``control`` (a Control, with a
         leading time axis if ``steps``; anything else is a policy or None and skipped) fit the model."""

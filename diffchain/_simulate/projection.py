@@ -42,7 +42,8 @@ from .._state import State
 from .._model.checks import compiled
 from .._solvers.recursive import chain_operator, kkt_solve, link_solve
 from .._constraints.system import constraint_jacobian
-from .._solvers.base import Solver, check_solver
+from .._solvers.base import Solver
+from .._solvers.choice import check_solver
 from .._model.model import Model, PATH, check_model
 from .._solvers.recursive_solver import Recursive
 from .._xla import linalg

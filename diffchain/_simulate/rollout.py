@@ -20,7 +20,8 @@ from .._model.model import Model, PATH, check_model
 from .projection import Projected
 from .._solvers.implicit import KKT_SOLUTION
 from .._analysis.diagnosis import check_run, run_checks
-from .._solvers.base import Solver, check_solver
+from .._solvers.base import Solver
+from .._solvers.choice import check_solver
 from .._solvers.recursive_solver import Recursive
 
 
