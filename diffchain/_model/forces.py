@@ -4,7 +4,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from .geometry import _pad_diff, joint_velocities, link_omega_c, links_c, rod_diff_c
-from .inertia import link_energy, link_gravity
+from .inertia import link_gravity
 from .._state import Control, State
 
 
@@ -63,11 +63,3 @@ def external_forces(chain, state: State, control: Control):
     the links' weight."""
     F = jnp.stack(external_forces_c(chain, state.x[:, 0], state.x[:, 1], state.v[:, 0], state.v[:, 1], control), -1)
     return F + link_gravity(chain) if chain.has_links else F
-
-
-def path_energy(chain, state: State):
-    """Kinetic plus gravitational potential energy, (1/2) sum m_i |v_i|^2 + g sum m_i y_i and the links' share
-    (conserved without damping, drag, torques and guided motion). Works on a trajectory (leading axes) too."""
-    kinetic = 0.5 * jnp.sum(chain.m[:, None] * state.v**2, (-2, -1))
-    E = kinetic + chain.g * jnp.sum(chain.m * state.x[..., 1], -1)
-    return E + link_energy(chain, state) if chain.has_links else E
