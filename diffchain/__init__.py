@@ -14,7 +14,8 @@ from ._solvers.recursive_solver import Recursive
 from ._xla.small_chain import ShortChain
 from ._simulate.integrators import RK4, Integrator, SeedQuantum, SemiImplicitEuler, VelocityVerlet
 from ._simulate.projection import RATTLE, Projected, project
-from ._simulate.rollout import Backend, check_state, constraint_violation, rollout, step
+from ._model.inputs import check_state, constraint_violation
+from ._simulate.rollout import Backend, rollout, step
 from ._xla.point_major_backend import PointMajor
 from ._xla.sharding import shard
 from ._analysis.sensitivity import da_dF, dalpha_dtau

@@ -53,11 +53,11 @@ from .._solvers.choice import check_solver
 from .._xla.batching import rare_cond, scan_until
 from .._model.checks import compiled
 from .._model.forces import _speed
-from .detection import _ends_beyond, _quantum, detect, limit_arc, onto_obstacles
+from .detection import _ends_beyond, _quantum, detect, limit_arc
 from .._model.model import GENERAL, Model
 from .state import EventState, Events, StepReport, _cache, _none
 from .._state import Control, State
-from .constraints import project_onto_active
+from .constraints import onto_obstacles, project_onto_active
 from .dynamics import _where, constrained_dynamics
 
 

@@ -13,6 +13,7 @@ from .._model.geometry import wrapped_joint_angles
 from .._model.model import GENERAL, Model
 from .._state import Control, State
 from .._model.checks import _require, runtime_checks
+from .._model.inputs import check_state
 from .._model.host import array, xp, zeros as host_zeros
 from .._model.geometry import wrap_angle
 
@@ -268,8 +269,6 @@ def check_event_state(chain: Model, events: Events, es: EventState, tol: float =
     point below an obstacle line, or a free joint outside its angle limits (by more than ``tol``, relative to the
     longest rod / in radians; its continuous angle, on the branch of ``es.theta``, against
     :func:`diffchain._events.detection.limit_arc`). Works under ``jit``; returns ``es``."""
-    from .._simulate.rollout import check_state
-
     model, F = chain, chain.n_features
     general = model.topology == GENERAL
     if events.n != F:
