@@ -21,7 +21,7 @@ G = 9.81  # seed 000 §4.1
 
 
 def Chain(m, l, *, guided=None, slider=None, s=None, c=None, k_omega=0.0, k_v=0.0, g=G, link_mass=None, link_com=None,
-          link_inertia=None, check: bool = True) -> Model:
+          link_inertia=None, torsion_k=None, torsion_theta0=None, check: bool = True) -> Model:
     """A planar chain of points ("joints") 1..n joined by rigid rods ("links") 1..n-1 (seed 000 §1–2): a
     :class:`Model` with ``topology = "path"``.
 
@@ -34,6 +34,12 @@ def Chain(m, l, *, guided=None, slider=None, s=None, c=None, k_omega=0.0, k_v=0.
                        1..n-1 (joint n has no outgoing link: omega_n^z would be link n-1 against the world)
       k_v:      (n,)   quadratic air drag: force -k_v_i * v_i * |v_i| (seed §4.3)
       g:        ()     gravitational acceleration, acting along -y (seed §4.1)
+      torsion_k: (n,)  optional torsional springs at the joints (None: none): the torque -torsion_k_i
+                       wrap(theta_i - torsion_theta0_i) at joint i, about the joint's motor angle theta_i (link i
+                       against link i-1, the world where there is none; a
+                       :class:`~diffchain._kinds.torsion.TorsionalSprings` in ``model.forces``); a scalar, as
+                       ``k_omega``, acts at joints 1..n-1
+      torsion_theta0: (n,) their rest angles (a scalar for all; default 0)
     Boolean masks (n,):
       guided:   which points have a prescribed acceleration a^w (seed §6.1; a fixed pin is a^w = 0)
       slider:   which points move on a line (seed §6.3, §6.4); ``guided`` wins where both are set
@@ -66,6 +72,17 @@ def Chain(m, l, *, guided=None, slider=None, s=None, c=None, k_omega=0.0, k_v=0.
         k_omega = _array(xp.where(xp.arange(n) < n - 1, k_omega, 0.0), dtype)
     a["k_omega"] = k_omega
     a["k_v"] = _per_point_or_one(k_v, (n,), dtype, "Chain: k_v")
+    if torsion_k is not None:
+        tk = _array(torsion_k, dtype)
+        if tk.ndim == 0:
+            xp = _xp(tk)
+            tk = _array(xp.where(xp.arange(n) < n - 1, tk, 0.0), dtype)
+        _require(tk.shape == (n,), f"Chain: torsion_k must be a scalar or have shape ({n},), got {tk.shape}")
+        a["torsion_k"] = tk
+        a["torsion_theta0"] = _per_point_or_one(0.0 if torsion_theta0 is None else torsion_theta0, (n,), dtype,
+                                                "Chain: torsion_theta0")
+    else:
+        _require(torsion_theta0 is None, "Chain: torsion_theta0 needs torsion_k (the springs' stiffness)")
     a["g"] = _array(g, dtype)
     _require(a["g"].shape == (), f"Chain: g must be a scalar (the gravitational acceleration along -y), got shape "
              f"{a['g'].shape}")
@@ -96,6 +113,7 @@ def _path_model(a, guided, slider) -> Model:
     links as bodies, and at every joint a motor and a damper (joint i: link i against link i-1, the world where
     there is none)."""
     from .._constraints.kinds import Coincide, OnLine, PointKinds, Rod
+    from .._kinds.torsion import TorsionalSprings
     from .model import Bodies
 
     m, dtype = a["m"], a["m"].dtype
@@ -108,12 +126,13 @@ def _path_model(a, guided, slider) -> Model:
     start, end = _array(np.arange(n - 1)), _array(np.arange(1, n))
     none_i, none_f = _array(np.zeros((0,), int)), _array(np.zeros((0,)), dtype)
     bodies = Bodies(start, end, a["link_mass"], a["link_com"], a["link_inertia"]) if "link_mass" in a else None
+    forces = (TorsionalSprings(joints, a["torsion_k"], a["torsion_theta0"]),) if "torsion_k" in a else ()
     return Model(W=None, offset=None, m=m, bodies=bodies, g=a["g"], dist=Rod(start, end, a["l"]),
                  coin=Coincide(none_i, none_i), line=OnLine(none_i, none_i, none_i, none_f), drivers=(), on=None,
                  point_kinds=PointKinds(guided, slider, a["s"], a["c"]), spring_idx=_array(np.zeros((0, 2), int)),
                  spring_k=none_f, spring_L0=none_f, spring_c=none_f, motor_idx=joints, damper_idx=joints,
                  damper_c=a["k_omega"], k_v=a["k_v"], limit_idx=_array(np.zeros((0, 4), int)), limit_lo=none_f,
-                 limit_hi=none_f, topology=PATH)
+                 limit_hi=none_f, topology=PATH, forces=forces)
 
 
 def _check_values(a, guided, slider, check):
@@ -139,10 +158,12 @@ def _check_values(a, guided, slider, check):
     else:
         verify("m", lambda xp, v: ~(v > 0), "positive")
     verify("l", lambda xp, v: ~(v > 0), "positive")
-    for name in ("k_omega", "k_v"):
+    for name in ("k_omega", "k_v") + (("torsion_k",) if "torsion_k" in a else ()):
         verify(name, lambda xp, v: ~(xp.isfinite(v) & (v >= 0)), "finite and non-negative")
     verify("g", finite, "finite")
     verify("c", finite, "finite")
+    if "torsion_theta0" in a:
+        verify("torsion_theta0", finite, "finite")
     on = slider if isinstance(slider, jax.core.Tracer) else np.asarray(slider)
     norm = lambda xp, v: xp.sqrt(xp.sum(v * v, -1))  # noqa: E731
     verify("s", lambda xp, v: on & ~(xp.abs(norm(xp, v) - 1) < 1e-6),

@@ -44,10 +44,16 @@ def drag_forces(chain, state: State):
 
 def external_forces_c(chain, X, Y, U, V, control: Control):
     """F^e of the point masses by components (F_x, F_y): gravity + torques (applied and damping -k_omega omega^z)
-    + drag + user point forces (seed §4). The links' own weight is added by :func:`external_forces`."""
+    + drag + user point forces (seed §4) + the force kinds' generalized forces (``chain.forces``; a chain's points are
+    its coordinates, so a kind's generalized force (2n,) is its point force (n, 2)). The links' own weight is added by
+    :func:`external_forces`."""
     _, _, _, inv_rho, rx, ry = links_c(X, Y)
     omega_z = _pad_diff(link_omega_c(rx, ry, inv_rho, *rod_diff_c(U, V)))
     fx, fy = _torque_forces_c(rx, ry, inv_rho, control.tau - chain.k_omega * omega_z)
+    if chain.forces:
+        q, qd = jnp.stack([X, Y], -1).reshape(-1), jnp.stack([U, V], -1).reshape(-1)
+        Q = sum(f.force(chain, q, qd) for f in chain.forces).reshape(-1, 2)
+        fx, fy = fx + Q[:, 0], fy + Q[:, 1]
     return point_forces(fx, fy, U, V, chain.m, chain.k_v, chain.g, *control.forces().T)
 
 

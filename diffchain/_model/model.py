@@ -81,6 +81,9 @@ class Model(eqx.Module):
     relative angular velocity), air drag ``k_v`` (P,) (force -k_v v |v|; None: none). A chain has a motor and a damper
     at every joint i (link i against link i-1; the first against the world, the last on link n-1 alone): its controls'
     ``tau`` and its ``k_omega``.
+    Force kinds: ``forces``, a tuple of modules with ``energy(model, q)`` and ``force(model, q, qd)`` (the generalized
+    force), e.g. :class:`~diffchain._kinds.torsion.TorsionalSprings`; every path adds them (:meth:`applied_forces`,
+    a chain's :func:`~diffchain._model.forces.external_forces_c`, :meth:`energy`).
     Angle stops for the event rollout: ``limit_idx`` (quadruples as the motors'), ``limit_lo``, ``limit_hi``.
 
     Features, for the event rollout (seed 000 §7, §12.1 on any model): a model has F features of each kind (an event
@@ -113,6 +116,7 @@ class Model(eqx.Module):
     limit_lo: jax.Array
     limit_hi: jax.Array
     topology: str = eqx.field(static=True)
+    forces: tuple = ()   # force kinds (diffchain._kinds: TorsionalSprings): energy(model, q), force(model, q, qd)
     point_names: tuple = eqx.field(static=True, default=())
     row_names: tuple = eqx.field(static=True, default=())
     joint_rows: tuple = eqx.field(static=True, default=())   # ((name, (first_row, n_rows)), ...)
@@ -254,7 +258,7 @@ class Model(eqx.Module):
 
     def applied_forces(self, q, qd, t, tau=None, F=None):
         """Q(q, q_d, t): gravity + springs/dampers + motor torques tau (n_motors,) + rotational dampers + drag + point
-        forces F (P, 2)."""
+        forces F (P, 2) + the force kinds' generalized forces (:attr:`forces`)."""
         n_m, P = self.motor_idx.shape[0], self.n_points
         if tau is not None and jnp.shape(tau) != (n_m,):
             raise ValueError(f"Model: tau must hold one torque per motor, shape (n_motors,) = ({n_m},) (motors in "
@@ -285,6 +289,8 @@ class Model(eqx.Module):
                 v = self.point_velocities(qd)
                 F_P = F_P - self.k_v[:, None] * v * _speed(v[:, 0], v[:, 1])[:, None]
             Q = Q + self._to_coordinates(F_P.reshape(-1))
+        for f in self.forces:
+            Q = Q + f.force(self, q, qd)
         return Q
 
     def motor_angles(self, q):
@@ -298,8 +304,9 @@ class Model(eqx.Module):
     def energy(self, state):
         """Kinetic + gravitational + spring potential energy (conserved without dampers, drag, motors, drivers and
         guided motion) at ``state``, or along a trajectory (leading axes): (1/2) q_d^T M q_d - q·f_g plus
-        (1/2) k (|p_j - p_i| - L0)^2 for every spring. Gravity's potential is linear in q, so -q·f_g is g times the
-        height of every mass (a chain's g sum_i m_i y_i plus its links' share)."""
+        (1/2) k (|p_j - p_i| - L0)^2 for every spring, plus the force kinds' potentials (:attr:`forces`). Gravity's
+        potential is linear in q, so -q·f_g is g times the height of every mass (a chain's g sum_i m_i y_i plus its
+        links' share)."""
         lead = state.x.shape[:-2]
         q, qd = state.x.reshape(lead + (-1,)), state.v.reshape(lead + (-1,))
         E = 0.5 * jnp.einsum("...i,ij,...j->...", qd, self.M, qd) - q @ self.f_g
@@ -307,6 +314,8 @@ class Model(eqx.Module):
             P = jnp.vectorize(self.points, signature="(k)->(p,d)")(q)
             d = P[..., self.spring_idx[:, 1], :] - P[..., self.spring_idx[:, 0], :]
             E = E + 0.5 * jnp.sum(self.spring_k * (jnp.sqrt(jnp.sum(d * d, -1)) - self.spring_L0) ** 2, -1)
+        for f in self.forces:
+            E = E + jnp.vectorize(lambda q_, f=f: f.energy(self, q_), signature="(k)->()")(q)
         return E
 
     # -- what the entry points ask ---------------------------------------------------------------------------------

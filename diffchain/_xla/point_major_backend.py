@@ -42,6 +42,10 @@ class PointMajor(Backend):
                     f"{type(integrator).__name__}, which projects onto the constraints: pass integrator=RK4()")
         if chain.has_links:
             return "takes chains of point masses only (this chain has rigid links)"
+        if chain.forces:
+            names = ", ".join(sorted({type(f).__name__ for f in chain.forces}))
+            return (f"does not host force kinds (this chain has {names}): its point-major program writes out the "
+                    f"chain's own forces only; use the default backend (backend=None)")
         if chain.n > LEAN_MAX:
             return f"takes chains of up to LEAN_MAX = {LEAN_MAX} points, got {chain.n}"
         if any(isinstance(v, jax.core.Tracer) for v in jax.tree.leaves((dt, integrator))):
