@@ -2,7 +2,8 @@
 from ._xla.flags import set_xla_cpu_flags, xla_cpu_flags
 from ._model.checks import InputError
 from ._model.model import Model, energy
-from ._model.chain import Chain, Control, State, cart_chain, free_chain, pendulum
+from ._state import Control, State
+from ._model.chain import Chain, cart_chain, free_chain, pendulum
 from ._model.geometry import (from_joint_angles, joint_accelerations, joint_angles, joint_velocities, link_angles)
 from ._solvers.base import Solution, Solver
 from ._solvers.rank import Info
@@ -13,7 +14,8 @@ from ._solvers.recursive_solver import Recursive
 from ._xla.small_chain import ShortChain
 from ._simulate.integrators import RK4, Integrator, SeedQuantum, SemiImplicitEuler, VelocityVerlet
 from ._simulate.projection import RATTLE, Projected, project
-from ._simulate.rollout import Backend, check_state, constraint_violation, rollout, step
+from ._model.inputs import check_state, constraint_violation
+from ._simulate.rollout import Backend, rollout, step
 from ._xla.point_major_backend import PointMajor
 from ._xla.sharding import shard
 from ._analysis.sensitivity import da_dF, dalpha_dtau

@@ -42,9 +42,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._model.chain import Chain, State
+from .._state import State
 from .._model.checks import compiled
-from .._model.model import PATH, check_model
+from .._model.model import Model, PATH, check_model
 
 UNROLL_MAX = 64  # chains of up to this many points are checked rod by rod (fast on XLA CPU), longer ones at once
 RATE_FACTOR = 100.0  # the rate level's tolerance is this many times the position level's (module docstring)
@@ -169,7 +169,7 @@ def _split(model, trajectory):
     return ("events" if reports is not None else "chain"), trajectory, reports
 
 
-def _chain_errors(chain: Chain, x, v):
+def _chain_errors(chain: Model, x, v):
     """Per step of (T, n, 2) positions and velocities: the largest rod-length or slider-line error and the largest
     stretch rate or speed off a slider line (:func:`diffchain.constraint_violation` on each step, the rods' terms to
     first order in the error: (|x_{i+1} - x_i|^2 - l_i^2) / (2 l_i) and (x_{i+1} - x_i)^T (v_{i+1} - v_i) / l_i, the

@@ -16,7 +16,7 @@ from .._solvers.dense import null_space_basis
 from .._xla import linalg
 from .._constraints.system import system_terms
 from .._solvers.rank import rank_info
-from .._model.chain import Control, State
+from .._state import Control, State
 from .._model.checks import compiled
 
 UNDER, PROPER, REDUNDANT, UNDER_AND_REDUNDANT = 0, 1, 2, 3

@@ -19,7 +19,7 @@ from .._solvers.dense import saddle_point_solve
 from .._xla import linalg
 from .._constraints.system import constraint_terms
 from .._solvers.rank import rank_info
-from .._model.chain import State
+from .._state import State
 from .._model.checks import compiled, runtime_checks
 
 ASSEMBLED, UNREACHABLE, INCONSISTENT_DRIVERS = 0, 1, 2

@@ -9,14 +9,15 @@ from __future__ import annotations
 import jax
 
 from .._model.geometry import joint_accelerations
-from .._model.chain import Chain, Control, State
+from .._state import Control, State
 from .._model.checks import compiled, describe
-from .._model.model import PATH, check_model
-from .._solvers.base import Solver, check_solver
+from .._model.model import Model, PATH, check_model
+from .._solvers.base import Solver
+from .._solvers.choice import check_solver
 from .._solvers.recursive_solver import Recursive
 
 
-def _alpha_of_tau(chain: Chain, state: State, control: Control, solver: Solver):
+def _alpha_of_tau(chain: Model, state: State, control: Control, solver: Solver):
     def alpha(tau):
         return joint_accelerations(state, solver(chain, state, Control(tau, control.F, control.a_w)).a)
 
@@ -41,7 +42,7 @@ def _check_arguments(chain, state, control, solver, mode, who):
 
 
 @compiled
-def dalpha_dtau(chain: Chain, state: State, control: Control | None = None, *, solver: Solver = Recursive(),
+def dalpha_dtau(chain: Model, state: State, control: Control | None = None, *, solver: Solver = Recursive(),
                 mode: str = "fwd"):
     """d alpha^z_i / d tau_j (n, n): joint angular accelerations (seed eq. 13) w.r.t. joint torques (seed §8.1)."""
     control = _check_arguments(chain, state, control, solver, mode, "dalpha_dtau")
@@ -50,7 +51,7 @@ def dalpha_dtau(chain: Chain, state: State, control: Control | None = None, *, s
 
 
 @compiled
-def da_dF(chain: Chain, state: State, control: Control | None = None, *, solver: Solver = Recursive(),
+def da_dF(chain: Model, state: State, control: Control | None = None, *, solver: Solver = Recursive(),
           mode: str = "rev"):
     """d a_i / d F^e_j as an (n, 2, n, 2) array: point accelerations w.r.t. external point forces (seed §8)."""
     control = _check_arguments(chain, state, control, solver, mode, "da_dF")

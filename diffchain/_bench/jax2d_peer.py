@@ -42,6 +42,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .timing import _timed
+
 TIP_INERTIA = 1e-3      # kg m^2, each body's moment of inertia about its centre of mass (the link's tip)
 LINK_WIDTH = 0.02       # m, the drawn rectangle (no collisions: it has no effect on the motion)
 ANCHOR_RADIUS = 0.05    # m, the fixed circle at the pin
@@ -179,10 +181,8 @@ def accuracy(n_links, n_steps=1000, dtype=jnp.float32, seed=0):
 def throughput(n_links=5, B=1024, T=100, gradient=False, seed=0, repeats=3):
     """float32 forward copy-steps per second, compile seconds and the largest link stretch (max |link / 1 m - 1|)
     at the end of the rollouts; with ``gradient``, also the gradient's seconds per call / the forward's, and its
-    compile seconds. Timing as in :mod:`diffchain._bench.suite`: after compiling, a first call of over 1 s is the
+    compile seconds. Timing as in the suite (:mod:`diffchain._bench.timing`): after compiling, a first call of over 1 s is the
     measurement, else the median of ``repeats`` calls."""
-    from .suite import _timed
-
     p = jax2d_pendulum(n_links)
     states = p.from_joint_angles(np.random.default_rng(seed).uniform(-np.pi, np.pi, (B, n_links)))
     run = jax.jit(p.run, static_argnums=1)

@@ -17,7 +17,6 @@ import datetime
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .timing import _timed
 from .workloads import DT, workloads
 
 MODES = {  # dtypes, batch sizes, gradient batch sizes, work per measurement (copy-steps x points), repeats,
@@ -44,26 +44,6 @@ MJX_MIN_BATCH = 1024  # MJX is measured on batches (its users' workload), not on
 
 def _steps(work, B, points):
     return int(np.clip(round(work / (B * points)), 10, 1000))
-
-
-def _timed(f, args, repeats):
-    """(median seconds per call, compile seconds) of ``jax.jit(f)(*args)``. After compiling, a first call of over 1 s
-    is the measurement (the program's one-time costs are then below 1 %); a shorter one warms up, and ``repeats``
-    calls are timed."""
-    t0 = time.perf_counter()
-    compiled = jax.jit(f).lower(*args).compile()
-    compile_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    jax.block_until_ready(compiled(*args))
-    first = time.perf_counter() - t0
-    if first > 1.0:
-        return first, compile_s
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(compiled(*args))
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), compile_s
 
 
 def _mujoco(masses, lengths, B, T, threads, repeats=3):

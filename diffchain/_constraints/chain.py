@@ -13,7 +13,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from .._model.geometry import links_c, rod_diff_c
-from .._model.chain import Chain
+from .._model.model import Model
 from .kinds import slider_rhs
 
 
@@ -22,7 +22,7 @@ def _inv(stab):
     return 0.0 if stab is None else 1.0 / stab
 
 
-def rod_terms_c(chain: Chain, X, Y, U, V, stab=None):
+def rod_terms_c(chain: Model, X, Y, U, V, stab=None):
     """Rod directions r_x, r_y (n-1,) and link-equation right-hand sides e (n-1,) by components.
 
     e_k = r_dot^T (v_{k+1} - v_k) + eps/T^2 + 2 eps'/T with eps = |x_{k+1} - x_k| - l_k, eps' = r_k^T (v_{k+1} - v_k).
@@ -40,12 +40,12 @@ def rod_rhs(rx, ry, rho, inv_rho, dU, dV, l, w):
     return (dU * dU + dV * dV - eps_dot**2) * inv_rho + (rho - l) * w**2 + 2.0 * eps_dot * w
 
 
-def _slider_rhs(chain: Chain, X, Y, U, V, stab):
+def _slider_rhs(chain: Model, X, Y, U, V, stab):
     """PD right-hand side of a slider row s_i^T a_i = -eps/T^2 - 2 eps'/T, eps = s_i^T x_i - c_i (seed §6.3, eq. 33)."""
     return slider_rhs(chain.s[:, 0], chain.s[:, 1], chain.c, X, Y, U, V, _inv(stab))
 
 
-def point_projector_c(chain: Chain, X, Y, U, V, a_w, stab=None):
+def point_projector_c(chain: Model, X, Y, U, V, a_w, stab=None):
     """The point constraints as a_i = P_i a + a0_i by components: P_11, P_12, P_22, a0_x, a0_y (n,).
 
     Free: P = I, a0 = 0; slider: P = I - s s^T, a0 = s beta (beta of :func:`_slider_rhs`); guided: P = 0, a0 = a^w."""

@@ -20,19 +20,20 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from .._model.chain import Chain, State
+from .._model.model import Model
+from .._state import State
 from .._model.geometry import _pad_diff, link_L, link_omega_c, links_c, wrap_angle
 from .chain import _inv
 
 
-def _active_mask(chain: Chain, active):
+def _active_mask(chain: Model, active):
     active = jnp.asarray(active, bool)
     if active.shape != (chain.n,):
         raise ValueError(f"active must have one flag per joint (n = {chain.n}), got shape {active.shape}")
     return active if chain.n > 1 else jnp.zeros_like(active)
 
 
-def _per_joint(chain: Chain, value, name):
+def _per_joint(chain: Model, value, name):
     dt = chain.m.dtype
     arr = jnp.broadcast_to(jnp.asarray(value, dt), (chain.n,)) if jnp.ndim(value) == 0 else jnp.asarray(value, dt)
     if arr.shape != (chain.n,):
@@ -50,7 +51,7 @@ def joint_rows(x):
     return G.at[k, k + 1].add(L).at[k, k].add(-L).at[k + 1, k + 1].add(-L).at[k + 1, k].add(L)
 
 
-def active_terms(chain: Chain, state: State, alpha_w, theta_bar=None, stab=None):
+def active_terms(chain: Model, state: State, alpha_w, theta_bar=None, stab=None):
     """Right-hand side of the active rows (n,): G a = alpha_eff with G the rows of eq. (13).
 
     The link angle phi_k obeys phi_k'' = L_k^T (a_{k+1} - a_k) + kappa_k exactly, kappa_k = L_k-dot^T dv_k =

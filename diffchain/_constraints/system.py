@@ -20,7 +20,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .._model.chain import Control, State
+from .._state import Control, State
 from .._model.forces import external_forces
 from .._model.model import PATH
 from .chain import _inv

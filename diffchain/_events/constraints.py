@@ -15,8 +15,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .._model.chain import Control, State
-from .._model.model import Model
+from .._state import Control, State
+from .._model.model import GENERAL, Model
 from .._constraints.kinds import Contacts, Stops, contact_jacobian
 from .._constraints.system import constraint_jacobian, point_residual, system_terms
 from .._xla.batching import rare_cond
@@ -154,9 +154,20 @@ def project_onto_active(model: Model, events: Events, es: EventState, iterations
 
 
 def onto_obstacles(model: Model, events: Events, stuck, x):
-    """x (N, 2) moved, smallest in the mass metric, so that every free contact point below an obstacle line is on it
-    and every other constraint keeps its value (to first order), line by line; and whether any point moved. (A
-    chain's points move alone: :func:`diffchain._events.detection.onto_obstacles`.)"""
+    """x (N, 2) with every free contact point that is below an obstacle line moved onto it, line by line; and whether
+    any point moved. Used where a quantum ends without detecting its last sub-quantum's crossings (its budget used
+    up). A chain's points move alone, along the line's normal: x_i - z_k min(0, z_k^T (x_i - z0_k)). A mechanism's
+    points move with its coordinates: x moves the least in the mass metric that puts the point on the line while every
+    other constraint keeps its value (to first order)."""
+    if model.topology != GENERAL:
+        free = model.free_contacts(events.contact, stuck)
+        moved = jnp.zeros((), bool)
+        for k in range(events.z.shape[0]):
+            g = _slack(events.z[k:k + 1], events.z0[k:k + 1], x)[:, 0]
+            below = free & (g < 0)
+            x = x - jnp.where(below[:, None], g[:, None] * events.z[k], 0.0)
+            moved = moved | jnp.any(below)
+        return x, moved
     F, q = model.n_features, x.reshape(-1)
     J = jax.jacfwd(model.phi)(q, 0.0)
     Wc = contact_jacobian(model, x)

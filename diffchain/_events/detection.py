@@ -8,16 +8,10 @@ angles at the end of the sub-quantum whether anything crosses, and only then com
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import jax
 import jax.numpy as jnp
 
 from .._xla.batching import rare_cond
-from .._model.model import GENERAL
-
-if TYPE_CHECKING:
-    from .state import Events, EventState
 
 
 def _finite(x):
@@ -56,7 +50,7 @@ def first_crossing(g0, g1, g2, g_end, h, exact, where=True):
     return jnp.where(where, jnp.clip(jnp.where(g0 > 0, s, 0.0), 0.0, h), h)
 
 
-def limit_arc(events: Events):
+def limit_arc(events):
     """The allowed range [lo, hi] (n,) of each joint's continuous angle and which joints are limited (seed §12.1).
 
     A relative angle is continuous, so a limit is a stop that the joint cannot pass from either side. With both
@@ -81,7 +75,7 @@ def _quantum(x, v, a, h):
     return x + h * v + 0.5 * h**2 * a, v + h * a
 
 
-def _ends_beyond(model, events: Events, es: EventState, x, x1):
+def _ends_beyond(model, events, es, x, x1):
     """Which free contact points end a sub-quantum from x to x1 below an obstacle line and which free joints beyond a
     limit: the end slacks z^T (x1 - z0) (F, K) and hit (F, K); the joint angles at both ends and hit_hi, hit_lo (F,).
     The angles are the continuous ones (on the branch of ``es.theta``), compared with :func:`limit_arc`, so that no
@@ -96,25 +90,7 @@ def _ends_beyond(model, events: Events, es: EventState, x, x1):
     return (g_end, free[:, None] & (g_end < 0)), (th0, th1, free_l & (th1 > hi), free_l & (th1 < lo))
 
 
-def onto_obstacles(model, events: Events, stuck, x):
-    """x with every free contact point that is below an obstacle line moved onto it along the line's normal,
-    x_i - z_k min(0, z_k^T (x_i - z0_k)), line by line; and whether any point moved. Used where a quantum ends
-    without detecting its last sub-quantum's crossings (its budget used up). (A mechanism's points move with its
-    coordinates: :func:`diffchain._events.constraints.onto_obstacles`.)"""
-    if model.topology == GENERAL:
-        from .constraints import onto_obstacles as mechanism_onto
-        return mechanism_onto(model, events, stuck, x)
-    free = model.free_contacts(events.contact, stuck)
-    moved = jnp.zeros((), bool)
-    for k in range(events.z.shape[0]):
-        g = _slack(events.z[k:k + 1], events.z0[k:k + 1], x)[:, 0]
-        below = free & (g < 0)
-        x = x - jnp.where(below[:, None], g[:, None] * events.z[k], 0.0)
-        moved = moved | jnp.any(below)
-    return x, moved
-
-
-def detect(model, events: Events, es: EventState, x, v, a, h):
+def detect(model, events, es, x, v, a, h):
     """Contacts and limit hits during a sub-quantum x(s) = x + s v + s^2 a / 2, s in [0, h] (seed §7, §12.1).
 
     Returns the crossing times s_c (F,) of the free contact points (earliest line), the line index k (F,), and s_l (F,)

@@ -18,21 +18,21 @@ from .constraints import constrained_dynamics as general_dynamics, impulse_proje
 from .detection import limit_arc
 from .state import EventState, Events
 from .._model.geometry import _pad_diff, joint_velocities, links
-from .._model.chain import Chain, Control, State
-from .._model.model import GENERAL
+from .._state import Control, State
+from .._model.model import GENERAL, Model
 
 
 def _where(c, x, y):
     return jax.tree_util.tree_map(lambda a, b: jnp.where(c, a, b), x, y)
 
 
-def _mass_times(chain: Chain, a):
+def _mass_times(chain: Model, a):
     if chain.has_links:
         return (chain.M @ a.reshape(-1)).reshape(a.shape)
     return chain.m[:, None] * a
 
 
-def constrained_dynamics(chain: Chain, events: Events, es: EventState, x, v, t, control: Control, stab, impulse,
+def constrained_dynamics(chain: Model, events: Events, es: EventState, x, v, t, control: Control, stab, impulse,
                          solver: Solver = Recursive()):
     """One solver call with the event constraints switched on (seed §7, §12.1): returns a, tau_w and the reactions R.
 

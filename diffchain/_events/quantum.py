@@ -48,15 +48,16 @@ from jax.ad_checkpoint import checkpoint_name
 
 from .._simulate.integrators import Integrator, SeedQuantum, VelocityVerlet
 from .._simulate.projection import Projected
-from .._solvers.base import Solver, check_solver
+from .._solvers.base import Solver
+from .._solvers.choice import check_solver
 from .._xla.batching import rare_cond, scan_until
 from .._model.checks import compiled
 from .._model.forces import _speed
-from .detection import _ends_beyond, _quantum, detect, limit_arc, onto_obstacles
-from .._model.model import GENERAL
+from .detection import _ends_beyond, _quantum, detect, limit_arc
+from .._model.model import GENERAL, Model
 from .state import EventState, Events, StepReport, _cache, _none
-from .._model.chain import Chain, Control, State
-from .constraints import project_onto_active
+from .._state import Control, State
+from .constraints import onto_obstacles, project_onto_active
 from .dynamics import _where, constrained_dynamics
 
 
@@ -88,7 +89,7 @@ def _error_estimate(a1, a, h):
     return jnp.max(_speed(d[..., 0], d[..., 1])) * h
 
 
-def _release_tests(chain: Chain, events: Events, es: EventState, R, tau_w):
+def _release_tests(chain: Model, events: Events, es: EventState, R, tau_w):
     """Seed §7.2 and §12.1: a stuck point leaves when the ground would pull it (z^T R < 0); a held joint when its
     constraint torque would pull it into the limit (side * tau_w > 0). Chatter-locked constraints stay.
 
@@ -115,7 +116,7 @@ def _velocity(integrator, v, a, a1, h):
     return v + h * a
 
 
-def _quiet_trial(chain: Chain, events: Events, es: EventState, a, control: Control, dt, stab, solver, integrator):
+def _quiet_trial(chain: Model, events: Events, es: EventState, a, control: Control, dt, stab, solver, integrator):
     """The one slot of a quantum in which nothing happens, written for that case alone: the trial over the whole
     quantum from the cached start accelerations ``a`` (seed §3), its solver call at the end and the error
     estimate. Returns x1, v1, the call's (a, tau_w, R), the estimate, and whether the trial is quiet: nothing crosses
@@ -180,7 +181,7 @@ def check_event_integrator(integrator, who):
 # gradient, their vmaps) reuses that trace and its derivatives (the first gradient of an event rollout traces in
 # ~8 s, the next in ~0.2 s); XLA inlines it, the compiled code is the same
 @eqx.filter_jit
-def _event_quantum(chain: Chain, events: Events, es: EventState, control: Control, dt, solver, integrator):
+def _event_quantum(chain: Model, events: Events, es: EventState, control: Control, dt, solver, integrator):
     """:func:`event_step` from ``es``."""
     projected = integrator if isinstance(integrator, Projected) else None
     integrator = integrator.base if projected else integrator

@@ -8,10 +8,11 @@ import jax
 import jax.numpy as jnp
 
 from .._simulate.integrators import Integrator, VelocityVerlet
-from .._solvers.base import Solver, check_solver
+from .._solvers.base import Solver
+from .._solvers.choice import check_solver
 from .._model.model import check_model
 from .state import EventState, Events, check_event_state
-from .._model.chain import Control
+from .._state import Control
 from .._model.checks import compiled, runtime_checks
 from .._analysis.diagnosis import check_run
 from .._solvers.implicit import KKT_SOLUTION

@@ -11,8 +11,9 @@ import numpy as np
 from .detection import _slack, limit_arc
 from .._model.geometry import wrapped_joint_angles
 from .._model.model import GENERAL, Model
-from .._model.chain import Chain, Control, State
+from .._state import Control, State
 from .._model.checks import _require, runtime_checks
+from .._model.inputs import check_state
 from .._model.host import array, xp, zeros as host_zeros
 from .._model.geometry import wrap_angle
 
@@ -263,13 +264,11 @@ def _none(x):
     return x is None
 
 
-def check_event_state(chain: Chain, events: Events, es: EventState, tol: float = 1e-6) -> EventState:
+def check_event_state(chain: Model, events: Events, es: EventState, tol: float = 1e-6) -> EventState:
     """Raise if ``es`` is not a valid start: off the rod/slider manifold (:func:`diffchain.check_state`), a free contact
     point below an obstacle line, or a free joint outside its angle limits (by more than ``tol``, relative to the
     longest rod / in radians; its continuous angle, on the branch of ``es.theta``, against
     :func:`diffchain._events.detection.limit_arc`). Works under ``jit``; returns ``es``."""
-    from .._simulate.rollout import check_state
-
     model, F = chain, chain.n_features
     general = model.topology == GENERAL
     if events.n != F:

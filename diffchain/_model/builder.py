@@ -9,7 +9,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .chain import G, State
+from .._kinds.torsion import TorsionalSprings
+from .._state import State
+from .chain import G
 from .host import array
 from .model import GENERAL, Bodies, Model
 from .._constraints.kinds import _R, Coincide, Distance, Driver, OnLine, PointKinds
@@ -58,6 +60,7 @@ class MechanismBuilder:
         self.springs, self.motors, self.motor_names = [], [], []
         self.limits, self.limit_names = [], []            # (i, j, k, l, lo, hi)
         self.dampers, self.k_v = [], {}                   # (i, j, k, l, c); {point index: drag coefficient}
+        self.torsion = []                                 # (i, j, k, l, k, theta0, c)
         self._nc = 0
 
     # ---- points ---------------------------------------------------------------------------------------------
@@ -217,6 +220,22 @@ class MechanismBuilder:
         self.dampers.append(self._ends(name, body_a) + self._ends(name, body_b) + (c,))
         return name
 
+    def torsional_spring(self, name, body_a, body_b, k, theta0=None, c=0.0):
+        """A torsional spring: the torque -k wrap(theta - theta0) - c omega on body_b, reacting on body_a (body_a may be
+        "ground"), theta the relative angle of body_b against body_a (as a motor's, in (-pi, pi]), omega its rate;
+        ``k`` in N m/rad, ``theta0`` the rest angle (default: as drawn), ``c`` a rotational damping
+        (:class:`~diffchain._kinds.torsion.TorsionalSprings`)."""
+        who = f"MechanismBuilder: torsional spring {name!r}"
+        k, c = _finite_float(k, who + " k"), _finite_float(c, who + " c")
+        if not (k >= 0 and c >= 0):
+            raise ValueError(f"{who} needs k >= 0 and c >= 0, got k = {k}, c = {c}")
+        idx = self._ends(name, body_a) + self._ends(name, body_b)
+        if theta0 is None:
+            u, v = self.pos[idx[1]] - self.pos[idx[0]], self.pos[idx[3]] - self.pos[idx[2]]
+            theta0 = float(np.arctan2(u[0] * v[1] - u[1] * v[0], u @ v))
+        self.torsion.append(idx + (k, _finite_float(theta0, who + " theta0"), c))
+        return name
+
     def drag(self, p, k):
         """Quadratic air drag on point p: the force -k v |v| (a chain's ``k_v``)."""
         i, k = self._idx(p), _finite_float(k, f"MechanismBuilder: drag on {p!r} k")
@@ -283,6 +302,9 @@ class MechanismBuilder:
                         array(np.asarray([b[4] for b in bd], float).reshape(-1, 2), dtype),
                         array(fa(bd, 5), dtype), array(fa(bd, 6), dtype))
         P, f = len(self.names), lambda v: array(v, dtype)  # noqa: E731
+        ts = self.torsion
+        forces = (TorsionalSprings(array(np.asarray([t[:4] for t in ts], int).reshape(-1, 4)), f(fa(ts, 4)),
+                                   f(fa(ts, 5)), f(fa(ts, 6))),) if ts else ()
         mech = Model(
             W=f(W), offset=f(c), m=f(self.mass), bodies=bodies, g=f(self.g), dist=dist, coin=coin, line=line,
             drivers=tuple(self.drivers), on=array(np.ones((n_rows,), bool)),
@@ -295,7 +317,7 @@ class MechanismBuilder:
             limit_idx=array(np.asarray([lim[:4] for lim in self.limits], int).reshape(-1, 4)),
             limit_lo=f(fa(self.limits, 4)), limit_hi=f(fa(self.limits, 5)), topology=GENERAL,
             point_names=tuple(self.names), row_names=tuple(row_names), joint_rows=tuple(joint_rows),
-            limit_names=tuple(self.limit_names))
+            limit_names=tuple(self.limit_names), forces=forces)
         x0 = np.zeros((self._nc, 2))
         for k, kind in enumerate(self.kind):
             if kind[0] == "coord":

@@ -1,4 +1,6 @@
-"""The chain model, its state and its control input, as Equinox pytrees (seed 000 §2; seed 003 natural coordinates).
+"""The chain builder: :func:`Chain` (and :func:`pendulum`, :func:`free_chain`, :func:`cart_chain`), a serial chain as a
+:class:`~diffchain.Model` (seed 000 §2; seed 003 natural coordinates). Its state and control input are in
+:mod:`diffchain._state`.
 
 The shapes (the number of points ``n``) decide the compiled program; everything else is an array, so a batch of models
 can be vmapped and a new model of the same size never recompiles. The joint kinds are boolean masks: the solvers switch
@@ -10,18 +12,16 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-import equinox as eqx
-from jaxtyping import Array, Float
 
-from .checks import _require, _show, describe, runtime_checks
-from .host import array as _array, float_dtype, xp as _xp, zeros as _zeros
+from .checks import _require, _show, runtime_checks
+from .host import array as _array, float_dtype, xp as _xp
 from .model import PATH, Model
 
 G = 9.81  # seed 000 §4.1
 
 
 def Chain(m, l, *, guided=None, slider=None, s=None, c=None, k_omega=0.0, k_v=0.0, g=G, link_mass=None, link_com=None,
-          link_inertia=None, check: bool = True) -> Model:
+          link_inertia=None, torsion_k=None, torsion_theta0=None, check: bool = True) -> Model:
     """A planar chain of points ("joints") 1..n joined by rigid rods ("links") 1..n-1 (seed 000 §1–2): a
     :class:`Model` with ``topology = "path"``.
 
@@ -34,6 +34,12 @@ def Chain(m, l, *, guided=None, slider=None, s=None, c=None, k_omega=0.0, k_v=0.
                        1..n-1 (joint n has no outgoing link: omega_n^z would be link n-1 against the world)
       k_v:      (n,)   quadratic air drag: force -k_v_i * v_i * |v_i| (seed §4.3)
       g:        ()     gravitational acceleration, acting along -y (seed §4.1)
+      torsion_k: (n,)  optional torsional springs at the joints (None: none): the torque -torsion_k_i
+                       wrap(theta_i - torsion_theta0_i) at joint i, about the joint's motor angle theta_i (link i
+                       against link i-1, the world where there is none; a
+                       :class:`~diffchain._kinds.torsion.TorsionalSprings` in ``model.forces``); a scalar, as
+                       ``k_omega``, acts at joints 1..n-1
+      torsion_theta0: (n,) their rest angles (a scalar for all; default 0)
     Boolean masks (n,):
       guided:   which points have a prescribed acceleration a^w (seed §6.1; a fixed pin is a^w = 0)
       slider:   which points move on a line (seed §6.3, §6.4); ``guided`` wins where both are set
@@ -66,6 +72,17 @@ def Chain(m, l, *, guided=None, slider=None, s=None, c=None, k_omega=0.0, k_v=0.
         k_omega = _array(xp.where(xp.arange(n) < n - 1, k_omega, 0.0), dtype)
     a["k_omega"] = k_omega
     a["k_v"] = _per_point_or_one(k_v, (n,), dtype, "Chain: k_v")
+    if torsion_k is not None:
+        tk = _array(torsion_k, dtype)
+        if tk.ndim == 0:
+            xp = _xp(tk)
+            tk = _array(xp.where(xp.arange(n) < n - 1, tk, 0.0), dtype)
+        _require(tk.shape == (n,), f"Chain: torsion_k must be a scalar or have shape ({n},), got {tk.shape}")
+        a["torsion_k"] = tk
+        a["torsion_theta0"] = _per_point_or_one(0.0 if torsion_theta0 is None else torsion_theta0, (n,), dtype,
+                                                "Chain: torsion_theta0")
+    else:
+        _require(torsion_theta0 is None, "Chain: torsion_theta0 needs torsion_k (the springs' stiffness)")
     a["g"] = _array(g, dtype)
     _require(a["g"].shape == (), f"Chain: g must be a scalar (the gravitational acceleration along -y), got shape "
              f"{a['g'].shape}")
@@ -96,6 +113,7 @@ def _path_model(a, guided, slider) -> Model:
     links as bodies, and at every joint a motor and a damper (joint i: link i against link i-1, the world where
     there is none)."""
     from .._constraints.kinds import Coincide, OnLine, PointKinds, Rod
+    from .._kinds.torsion import TorsionalSprings
     from .model import Bodies
 
     m, dtype = a["m"], a["m"].dtype
@@ -108,12 +126,13 @@ def _path_model(a, guided, slider) -> Model:
     start, end = _array(np.arange(n - 1)), _array(np.arange(1, n))
     none_i, none_f = _array(np.zeros((0,), int)), _array(np.zeros((0,)), dtype)
     bodies = Bodies(start, end, a["link_mass"], a["link_com"], a["link_inertia"]) if "link_mass" in a else None
+    forces = (TorsionalSprings(joints, a["torsion_k"], a["torsion_theta0"]),) if "torsion_k" in a else ()
     return Model(W=None, offset=None, m=m, bodies=bodies, g=a["g"], dist=Rod(start, end, a["l"]),
                  coin=Coincide(none_i, none_i), line=OnLine(none_i, none_i, none_i, none_f), drivers=(), on=None,
                  point_kinds=PointKinds(guided, slider, a["s"], a["c"]), spring_idx=_array(np.zeros((0, 2), int)),
                  spring_k=none_f, spring_L0=none_f, spring_c=none_f, motor_idx=joints, damper_idx=joints,
                  damper_c=a["k_omega"], k_v=a["k_v"], limit_idx=_array(np.zeros((0, 4), int)), limit_lo=none_f,
-                 limit_hi=none_f, topology=PATH)
+                 limit_hi=none_f, topology=PATH, forces=forces)
 
 
 def _check_values(a, guided, slider, check):
@@ -139,10 +158,12 @@ def _check_values(a, guided, slider, check):
     else:
         verify("m", lambda xp, v: ~(v > 0), "positive")
     verify("l", lambda xp, v: ~(v > 0), "positive")
-    for name in ("k_omega", "k_v"):
+    for name in ("k_omega", "k_v") + (("torsion_k",) if "torsion_k" in a else ()):
         verify(name, lambda xp, v: ~(xp.isfinite(v) & (v >= 0)), "finite and non-negative")
     verify("g", finite, "finite")
     verify("c", finite, "finite")
+    if "torsion_theta0" in a:
+        verify("torsion_theta0", finite, "finite")
     on = slider if isinstance(slider, jax.core.Tracer) else np.asarray(slider)
     norm = lambda xp, v: xp.sqrt(xp.sum(v * v, -1))  # noqa: E731
     verify("s", lambda xp, v: on & ~(xp.abs(norm(xp, v) - 1) < 1e-6),
@@ -180,102 +201,6 @@ def _lowest_mass_eigenvalues(chain):
     return jnp.linalg.eigvalsh(point_mass_blocks(chain))[:, 0]
 
 
-def check_path_inputs(chain, state, control, who, steps=False):
-    """:meth:`Model.check_inputs` of a chain."""
-    if state is not None and not isinstance(state, State):
-        raise TypeError(f"{who}: state must be a diffchain.State, got {describe(state)}")
-    check_sizes(chain, state, control, who)
-    if isinstance(control, Control) and not steps and control.tau.shape != (chain.n,):
-        raise ValueError(f"{who}: control must be one control, tau of shape (n,) = ({chain.n},) and F, a_w "
-                         f"({chain.n}, 2), got tau of shape {control.tau.shape} (a sequence of controls goes to "
-                         "rollout)")
-
-
-class State(eqx.Module):
-    """Cartesian state at the start of a time quantum (seed 000 §2): positions x_i, velocities v_i, time t."""
-
-    x: Float[Array, "n 2"]
-    v: Float[Array, "n 2"]
-    t: Float[Array, ""]
-
-    def __init__(self, x, v=None, t=0.0):
-        x = _array(x)
-        self.x = x if jnp.issubdtype(x.dtype, jnp.inexact) else x.astype(jnp.result_type(float))
-        self.v = _zeros(self.x.shape, self.x.dtype, x) if v is None else _array(v, self.x.dtype)
-        self.t = _array(t, self.x.dtype)
-
-    def __check_init__(self):
-        _require(self.x.ndim >= 2 and self.x.shape[-1] == 2, f"State: x must have shape (n, 2), got {self.x.shape}")
-        _require(self.v.shape == self.x.shape, f"State: v must have the shape of x {self.x.shape}, got {self.v.shape}")
-        _require(self.t.ndim <= self.x.ndim - 2, f"State: t must be a scalar time (or one per leading axis of x "
-                 f"{self.x.shape[:-2]}), got shape {self.t.shape}")
-
-
-class Control(eqx.Module):
-    """What acts on a model from outside during a quantum.
-
-      tau: (n,)   one torque per motor of the model: a chain's torque at each joint (seed §4.2), tau_i acts between
-                  link i-1 and link i (for i = 1 between the world and link 1, for i = n on link n-1 alone), positive
-                  counter-clockwise on link i; a mechanism's (n_motors,), in the order the motors were created
-      F:   (P,2)  point forces added to F^e, one per point (a chain's n, a mechanism's P in the order of its
-                  ``point_names``); None (the default) for none
-      a_w: (n,2)  prescribed accelerations of a chain's guided points (seed §6.1); ignored elsewhere and by mechanisms
-                  (they prescribe motion with drivers)
-    """
-
-    tau: Float[Array, " n"]
-    F: Float[Array, "P 2"] | None
-    a_w: Float[Array, "n 2"]
-
-    def __init__(self, tau=None, F=None, a_w=None, *, n=None, dtype=None):
-        """Missing tau and a_w are zero, a missing F is None (no point forces). Leading axes (a time axis for
-        ``rollout``, a batch axis) are taken from the given parts: ``Control(tau=jnp.zeros((T, n)))`` is a sequence of T
-        controls. The number of joints n is tau's, else a_w's, else F's, else ``n``."""
-        lead = None
-        for arr, tail in ((tau, 1), (a_w, 2), (F, 2)):
-            if arr is not None:
-                shape = jnp.shape(arr)
-                _require(len(shape) >= tail, f"Control: tau must be (..., n), F and a_w (..., n, 2); got {shape}")
-                if lead is None:
-                    lead, n = shape[: len(shape) - tail], shape[len(shape) - tail]
-        _require(n is not None, "Control: give at least one of tau, F, a_w, or n")
-        lead = () if lead is None else lead
-        first = [_array(a).dtype for a in (tau, F, a_w) if a is not None][:1]  # (the parts take its dtype)
-        dtype = dtype or jnp.result_type(float, *first)
-        parts = (tau, F, a_w)
-        self.tau = _zeros(lead + (n,), dtype, parts) if tau is None else _array(tau, dtype)
-        self.F = None if F is None else _array(F, dtype)
-        self.a_w = _zeros(lead + (n, 2), dtype, parts) if a_w is None else _array(a_w, dtype)
-
-    def __check_init__(self):
-        lead, n = self.tau.shape[:-1], self.tau.shape[-1] if self.tau.ndim else -1
-        _require(self.tau.ndim >= 1, f"Control: tau must have shape (..., n), got {self.tau.shape}")
-        _require(self.F is None or self.F.shape[:-2] == lead and self.F.shape[-1:] == (2,),
-                 f"Control: F must have shape (..., P, 2) with tau's leading axes {lead}, got "
-                 f"{None if self.F is None else self.F.shape}")
-        _require(self.a_w.shape == lead + (n, 2),
-                 f"Control: a_w must have shape (..., n, 2) = {lead + (n, 2)}, got {self.a_w.shape}")
-
-    def forces(self):
-        """F, or zeros of a_w's shape where it is None (a chain's n points)."""
-        return jnp.zeros_like(self.a_w) if self.F is None else self.F
-
-
-def check_sizes(chain: Chain, state: State | None = None, control=None, who: str = "diffchain"):
-    """Raise a ValueError naming the argument whose number of points is not the chain's n (at trace time: shapes
-    only). ``control`` may carry leading axes (a time axis); anything but a :class:`Control` (a policy) is skipped."""
-    n = chain.n
-    if state is not None:
-        _require(state.x.shape[-2:] == (n, 2), f"{who}: the state has x of shape {state.x.shape}, the chain has n = {n} "
-                 f"points: x and v must be ({n}, 2)")
-    if isinstance(control, Control):
-        _require(control.tau.shape[-1] == n, f"{who}: the control has tau of shape {control.tau.shape}, the chain has "
-                 f"n = {n} points: tau must be (..., {n}), F and a_w (..., {n}, 2)")
-        _require(control.F is None or control.F.shape[-2] == n, f"{who}: the control has F of shape "
-                 f"{None if control.F is None else control.F.shape}, the chain has n = {n} points: F must be "
-                 f"(..., {n}, 2)")
-
-
 def _per_point_or_one(value, shape, dtype, name):
     """``value`` as an array of ``shape``, from that shape or from one entry for all (shape ``shape[1:]``)."""
     xp = _xp(value)
@@ -293,7 +218,7 @@ def _per_point(value, n, name):
     return xp.broadcast_to(arr, (n,))
 
 
-def pendulum(n_links: int, mass=1.0, length=1.0, **kwargs) -> Chain:
+def pendulum(n_links: int, mass=1.0, length=1.0, **kwargs) -> Model:
     """An ``n_links``-link pendulum: n = n_links + 1 points, point 1 pinned (guided with a^w = 0), the rest free.
 
     ``mass`` (scalar or (n_links,)) sits at points 2..n; the pinned point gets the same mass as point 2 (it never moves,
@@ -305,14 +230,14 @@ def pendulum(n_links: int, mass=1.0, length=1.0, **kwargs) -> Chain:
                  guided=[True] + [False] * n_links, **kwargs)
 
 
-def free_chain(n_links: int, mass=1.0, length=1.0, **kwargs) -> Chain:
+def free_chain(n_links: int, mass=1.0, length=1.0, **kwargs) -> Model:
     """A free-floating chain of ``n_links`` rods and n_links + 1 point masses (``mass`` scalar or (n_links+1,))."""
     _require(int(n_links) >= 1, f"free_chain: n_links must be >= 1, got {n_links}")
     return Chain(_per_point(mass, n_links + 1, "free_chain: mass"), _per_point(length, n_links, "free_chain: length"),
                  **kwargs)
 
 
-def cart_chain(n_links: int, mass=1.0, length=1.0, *, normal=(0.0, 1.0), offset=0.0, **kwargs) -> Chain:
+def cart_chain(n_links: int, mass=1.0, length=1.0, *, normal=(0.0, 1.0), offset=0.0, **kwargs) -> Model:
     """A chain whose first point slides on the line {x : normal·x = offset} (a cart on a rail, seed §6.3, §14).
 
     ``mass`` is a scalar or (n_links+1,) (the first entry is the cart). The default line is the x axis.

@@ -4,8 +4,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from .geometry import _pad_diff, joint_velocities, link_omega_c, links_c, rod_diff_c
-from .inertia import link_energy, link_gravity
-from .chain import Chain, Control, State
+from .inertia import link_gravity
+from .._state import Control, State
 
 
 def _torque_forces_c(rx, ry, inv_rho, tau):
@@ -25,7 +25,7 @@ def torque_forces(x, tau):
     return jnp.stack(_torque_forces_c(rx, ry, inv_rho, tau), -1)
 
 
-def damping_torques(chain: Chain, state: State):
+def damping_torques(chain, state: State):
     """Joint viscous damping -k_omega omega^z (seed §4.3)."""
     return -chain.k_omega * joint_velocities(state)
 
@@ -37,17 +37,23 @@ def _speed(U, V):
     return jnp.where(pos, jnp.sqrt(jnp.where(pos, sq, 1.0)), 0.0)
 
 
-def drag_forces(chain: Chain, state: State):
+def drag_forces(chain, state: State):
     """Quadratic air drag -k_v v |v| (seed §4.3), with a finite gradient at v = 0."""
     return -chain.k_v[:, None] * state.v * _speed(state.v[:, 0], state.v[:, 1])[:, None]
 
 
-def external_forces_c(chain: Chain, X, Y, U, V, control: Control):
+def external_forces_c(chain, X, Y, U, V, control: Control):
     """F^e of the point masses by components (F_x, F_y): gravity + torques (applied and damping -k_omega omega^z)
-    + drag + user point forces (seed §4). The links' own weight is added by :func:`external_forces`."""
+    + drag + user point forces (seed §4) + the force kinds' generalized forces (``chain.forces``; a chain's points are
+    its coordinates, so a kind's generalized force (2n,) is its point force (n, 2)). The links' own weight is added by
+    :func:`external_forces`."""
     _, _, _, inv_rho, rx, ry = links_c(X, Y)
     omega_z = _pad_diff(link_omega_c(rx, ry, inv_rho, *rod_diff_c(U, V)))
     fx, fy = _torque_forces_c(rx, ry, inv_rho, control.tau - chain.k_omega * omega_z)
+    if chain.forces:
+        q, qd = jnp.stack([X, Y], -1).reshape(-1), jnp.stack([U, V], -1).reshape(-1)
+        Q = sum(f.force(chain, q, qd) for f in chain.forces).reshape(-1, 2)
+        fx, fy = fx + Q[:, 0], fy + Q[:, 1]
     return point_forces(fx, fy, U, V, chain.m, chain.k_v, chain.g, *control.forces().T)
 
 
@@ -58,16 +64,8 @@ def point_forces(fx, fy, U, V, m, k_v, g, ux, uy):
     return fx - drag * U + ux, fy - g * m - drag * V + uy
 
 
-def external_forces(chain: Chain, state: State, control: Control):
+def external_forces(chain, state: State, control: Control):
     """F^e (n,2): gravity + torques (applied and damping) + drag + user point forces (:func:`external_forces_c`), plus
     the links' weight."""
     F = jnp.stack(external_forces_c(chain, state.x[:, 0], state.x[:, 1], state.v[:, 0], state.v[:, 1], control), -1)
     return F + link_gravity(chain) if chain.has_links else F
-
-
-def path_energy(chain: Chain, state: State):
-    """Kinetic plus gravitational potential energy, (1/2) sum m_i |v_i|^2 + g sum m_i y_i and the links' share
-    (conserved without damping, drag, torques and guided motion). Works on a trajectory (leading axes) too."""
-    kinetic = 0.5 * jnp.sum(chain.m[:, None] * state.v**2, (-2, -1))
-    E = kinetic + chain.g * jnp.sum(chain.m * state.x[..., 1], -1)
-    return E + link_energy(chain, state) if chain.has_links else E

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .chain import Chain, State
+from .._state import State
 
 
 def perp(v):
@@ -137,7 +137,7 @@ def joint_accelerations(state: State, a):
     return _pad_diff(link_angular_velocities(state.x, a))
 
 
-def from_joint_angles(chain: Chain, theta, theta_dot=None, base=(0.0, 0.0), base_velocity=(0.0, 0.0), t=0.0) -> State:
+def from_joint_angles(chain, theta, theta_dot=None, base=(0.0, 0.0), base_velocity=(0.0, 0.0), t=0.0) -> State:
     """The Cartesian :class:`State` of a chain given its joint angles theta (n-1,) and rates (n-1,), and point 1.
 
     Point 1 is at ``base`` moving with ``base_velocity``; phi = cumsum(theta) are the link angles.

@@ -58,24 +58,8 @@ def point_mass_blocks(chain):
     return diag.at[:-1].add(M11).at[1:].add(M22)
 
 
-def link_com_positions(chain, x):
-    """World positions of the links' centres of mass (n-1, 2)."""
-    alpha, beta = body_point_weights(chain.link_com, chain.l)
-    d = x[..., 1:, :] - x[..., :-1, :]
-    return x[..., :-1, :] + alpha[..., None] * d + beta[..., None] * perp(d)
-
-
 def link_gravity(chain):
     """Weights of the links as generalized forces on the points (n, 2) (N^T f at the centre of mass)."""
     f = jnp.stack([jnp.zeros_like(chain.link_mass), -chain.g * chain.link_mass], -1)
     on_k, on_k1 = force_on_ends(f, chain.link_com, chain.l)
     return jnp.zeros((chain.n, 2), f.dtype).at[:-1].add(on_k).at[1:].add(on_k1)
-
-
-def link_energy(chain, state):
-    """Kinetic energy (1/2) V^T M_link V plus gravitational potential of the links."""
-    M11, M12, M22 = chain_link_blocks(chain)
-    v0, v1 = state.v[..., :-1, :], state.v[..., 1:, :]
-    quad = lambda a, M, b: jnp.einsum("...ki,kij,...kj->...", a, M, b)  # noqa: E731
-    kinetic = 0.5 * (quad(v0, M11, v0) + 2 * quad(v0, M12, v1) + quad(v1, M22, v1))
-    return kinetic + chain.g * jnp.sum(chain.link_mass * link_com_positions(chain, state.x)[..., 1], -1)

@@ -27,7 +27,12 @@ import jax
 import jax.numpy as jnp
 
 from .._constraints.kinds import PointKinds
-from .checks import compiled
+from .._state import Control, State
+from .checks import compiled, describe
+from .forces import _speed
+from .geometry import joint_accelerations, joint_velocities, wrap_angle, wrapped_joint_angles
+from .inertia import link_mass_blocks
+from .inputs import check_general_inputs, check_path_inputs
 
 PATH, GENERAL = "path", "general"
 
@@ -76,6 +81,9 @@ class Model(eqx.Module):
     relative angular velocity), air drag ``k_v`` (P,) (force -k_v v |v|; None: none). A chain has a motor and a damper
     at every joint i (link i against link i-1; the first against the world, the last on link n-1 alone): its controls'
     ``tau`` and its ``k_omega``.
+    Force kinds: ``forces``, a tuple of modules with ``energy(model, q)`` and ``force(model, q, qd)`` (the generalized
+    force), e.g. :class:`~diffchain._kinds.torsion.TorsionalSprings`; every path adds them (:meth:`applied_forces`,
+    a chain's :func:`~diffchain._model.forces.external_forces_c`, :meth:`energy`).
     Angle stops for the event rollout: ``limit_idx`` (quadruples as the motors'), ``limit_lo``, ``limit_hi``.
 
     Features, for the event rollout (seed 000 §7, §12.1 on any model): a model has F features of each kind (an event
@@ -108,6 +116,7 @@ class Model(eqx.Module):
     limit_lo: jax.Array
     limit_hi: jax.Array
     topology: str = eqx.field(static=True)
+    forces: tuple = ()   # force kinds (diffchain._kinds: TorsionalSprings): energy(model, q), force(model, q, qd)
     point_names: tuple = eqx.field(static=True, default=())
     row_names: tuple = eqx.field(static=True, default=())
     joint_rows: tuple = eqx.field(static=True, default=())   # ((name, (first_row, n_rows)), ...)
@@ -210,8 +219,6 @@ class Model(eqx.Module):
 
     def _point_mass_matrix(self):
         """M_pts (2P, 2P): the point masses' and the bodies' blocks on the P points."""
-        from .inertia import link_mass_blocks
-
         P, dtype = self.m.shape[0], self.m.dtype
         k = jnp.arange(P)
         Mp = jnp.zeros((P, P, 2, 2), dtype).at[k, k].add(self.m[:, None, None] * jnp.eye(2, dtype=dtype))
@@ -251,9 +258,7 @@ class Model(eqx.Module):
 
     def applied_forces(self, q, qd, t, tau=None, F=None):
         """Q(q, q_d, t): gravity + springs/dampers + motor torques tau (n_motors,) + rotational dampers + drag + point
-        forces F (P, 2)."""
-        from .forces import _speed
-
+        forces F (P, 2) + the force kinds' generalized forces (:attr:`forces`)."""
         n_m, P = self.motor_idx.shape[0], self.n_points
         if tau is not None and jnp.shape(tau) != (n_m,):
             raise ValueError(f"Model: tau must hold one torque per motor, shape (n_motors,) = ({n_m},) (motors in "
@@ -284,6 +289,8 @@ class Model(eqx.Module):
                 v = self.point_velocities(qd)
                 F_P = F_P - self.k_v[:, None] * v * _speed(v[:, 0], v[:, 1])[:, None]
             Q = Q + self._to_coordinates(F_P.reshape(-1))
+        for f in self.forces:
+            Q = Q + f.force(self, q, qd)
         return Q
 
     def motor_angles(self, q):
@@ -296,39 +303,30 @@ class Model(eqx.Module):
 
     def energy(self, state):
         """Kinetic + gravitational + spring potential energy (conserved without dampers, drag, motors, drivers and
-        guided motion) at ``state``, or along a trajectory (leading axes)."""
-        if self.topology == PATH:
-            from .forces import path_energy
-            return path_energy(self, state)
+        guided motion) at ``state``, or along a trajectory (leading axes): (1/2) q_d^T M q_d - q·f_g plus
+        (1/2) k (|p_j - p_i| - L0)^2 for every spring, plus the force kinds' potentials (:attr:`forces`). Gravity's
+        potential is linear in q, so -q·f_g is g times the height of every mass (a chain's g sum_i m_i y_i plus its
+        links' share)."""
         lead = state.x.shape[:-2]
         q, qd = state.x.reshape(lead + (-1,)), state.v.reshape(lead + (-1,))
         E = 0.5 * jnp.einsum("...i,ij,...j->...", qd, self.M, qd) - q @ self.f_g
         if self.spring_idx.shape[0]:
-            P = (q @ self.W.T + self.offset).reshape(lead + (-1, 2))
+            P = jnp.vectorize(self.points, signature="(k)->(p,d)")(q)
             d = P[..., self.spring_idx[:, 1], :] - P[..., self.spring_idx[:, 0], :]
             E = E + 0.5 * jnp.sum(self.spring_k * (jnp.sqrt(jnp.sum(d * d, -1)) - self.spring_L0) ** 2, -1)
+        for f in self.forces:
+            E = E + jnp.vectorize(lambda q_, f=f: f.energy(self, q_), signature="(k)->()")(q)
         return E
 
     # -- what the entry points ask ---------------------------------------------------------------------------------
-    def default_solver(self):
-        """The solver used where none is given: the seed-000 recursion on a path, dense KKT otherwise."""
-        if self.topology == PATH:
-            from .._solvers.recursive_solver import Recursive
-            return Recursive()
-        from .._solvers.dense import KKT
-        return KKT()
-
     def check_inputs(self, state, control, who: str, steps: bool = False):
         """TypeError / ValueError at trace time unless ``state`` (may be None) and ``control`` (a Control, with a
         leading time axis if ``steps``; anything else is a policy or None and skipped) fit the model."""
-        from .chain import check_path_inputs
-        from .mechanism import check_general_inputs
         (check_path_inputs if self.topology == PATH else check_general_inputs)(self, state, control, who, steps)
 
     def zero_control(self, dtype):
         """The control of no input (one step), every field an array (the event rollout caches it): zero torques (one
         per motor), point forces (one per point) and prescribed accelerations."""
-        from .chain import Control
         return Control(tau=jnp.zeros((self.motor_idx.shape[0],), dtype), F=jnp.zeros((self.n_points, 2), dtype))
 
     def length_scale(self):
@@ -364,7 +362,6 @@ class Model(eqx.Module):
     def feature_angles(self, x, ref=None):
         """The limit features' angles (F,) in (-pi, pi], or on the branch within pi of ``ref`` (an angle's continuous
         value, carried from quantum to quantum)."""
-        from .geometry import wrap_angle, wrapped_joint_angles
         if self.topology == PATH:
             return wrapped_joint_angles(x, ref)
         theta = pad(self.limit_angles(x.reshape(-1)), self.n_features)
@@ -374,8 +371,6 @@ class Model(eqx.Module):
         """The limit features' angular velocities omega (F,) and, with ``a``, their angular accelerations alpha (F,):
         d theta / dt and d^2 theta / dt^2 along x(s) = x + s v + s^2 a / 2 at s = 0."""
         if self.topology == PATH:
-            from .chain import State
-            from .geometry import joint_accelerations, joint_velocities
             st = State(x, v)
             return joint_velocities(st) if a is None else (joint_velocities(st), joint_accelerations(st, a))
 
@@ -413,7 +408,6 @@ def energy(model, state):
 def check_model(model, who: str):
     """``model``, after a TypeError naming it unless it is a :class:`Model`."""
     if not isinstance(model, Model):
-        from .checks import describe
         raise TypeError(f"{who}: model must be a diffchain model (a Chain, pendulum(...), ..., or a mechanism from "
                         f"MechanismBuilder), got {describe(model)}")
     return model

@@ -22,7 +22,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from .._model.chain import Control, State
+from .._state import Control, State
 from .._solvers.forward import accelerations
 
 

@@ -38,18 +38,19 @@ import jax.numpy as jnp
 from .._model.forces import external_forces
 from .._model.geometry import links_c
 from .integrators import RK4, Integrator
-from .._model.chain import Chain, State
+from .._state import State
 from .._model.checks import compiled
 from .._solvers.recursive import chain_operator, kkt_solve, link_solve
 from .._constraints.system import constraint_jacobian
-from .._solvers.base import Solver, check_solver
-from .._model.model import PATH, check_model
+from .._solvers.base import Solver
+from .._solvers.choice import check_solver
+from .._model.model import Model, PATH, check_model
 from .._solvers.recursive_solver import Recursive
 from .._xla import linalg
 from .._constraints.chain import projector
 
 
-def _operator(chain: Chain, x, solver: Solver):
+def _operator(chain: Model, x, solver: Solver):
     """``solve(fx, fy, c_rod, c1, c2) -> (qx, qy)``: the q of [[M, J^T], [J, 0]] [q; y] = [f; c] with J = J(x).
 
     c_rod (n-1,): right-hand sides of the rod rows r_k^T (q_{k+1} - q_k); c1, c2 (n,): of the point rows, q_i at a
@@ -84,7 +85,7 @@ def _operator(chain: Chain, x, solver: Solver):
     return solve
 
 
-def position_residual(chain: Chain, x):
+def position_residual(chain: Model, x):
     """Phi(x): rod-length errors |x_{k+1} - x_k| - l_k (n-1,) (0 where the rod is switched off) and slider-line errors
     s_i^T x_i - c_i (n,) (0 off the sliders)."""
     _, _, rho, _, _, _ = links_c(x[:, 0], x[:, 1])
@@ -92,7 +93,7 @@ def position_residual(chain: Chain, x):
     return rod, chain.point_kinds.residual(x)[:, 0]
 
 
-def velocity_residual(chain: Chain, x, v):
+def velocity_residual(chain: Model, x, v):
     """J(x) v: rod stretch rates r_k^T (v_{k+1} - v_k) (n-1,) and slider rates s_i^T v_i (n,) (0 where off)."""
     _, _, _, _, rx, ry = links_c(x[:, 0], x[:, 1])
     dv = v[1:] - v[:-1]
@@ -101,7 +102,7 @@ def velocity_residual(chain: Chain, x, v):
     return rod, line
 
 
-def project_velocities(chain: Chain, x, v, solver: Solver = Recursive()):
+def project_velocities(chain: Model, x, v, solver: Solver = Recursive()):
     """The M-orthogonal projection of v (n,2) onto {J(x) v = 0}, guided points held at their velocity:
     v+ = v - M^-1 J^T (J M^-1 J^T)^-1 J v, J the rods' and sliders' rows and the guided points' (v_i fixed)."""
     rod, line = velocity_residual(chain, x, v)
@@ -110,7 +111,7 @@ def project_velocities(chain: Chain, x, v, solver: Solver = Recursive()):
     return v + jnp.stack([qx, qy], -1)
 
 
-def project_positions(chain: Chain, x, iterations: int = 2, solver: Solver = Recursive()):
+def project_positions(chain: Model, x, iterations: int = 2, solver: Solver = Recursive()):
     """``iterations`` Newton steps x <- x - M^-1 J(x)^T (J(x) M^-1 J(x)^T)^-1 Phi(x) towards the constraint manifold
     (guided points held); quadratic convergence: one step from an O(h^3) error leaves round-off."""
     for _ in range(iterations):

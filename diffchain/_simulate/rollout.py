@@ -12,15 +12,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._model.geometry import links
 from .integrators import Integrator
-from .._model.chain import Chain, Control, State
+from .._state import Control, State
 from .._model.checks import InputError, compiled, control_checks, describe, finite_state_check, runtime_checks
-from .._model.model import PATH, check_model
+from .._model.inputs import state_checks
+from .._model.model import Model, PATH, check_model
 from .projection import Projected
 from .._solvers.implicit import KKT_SOLUTION
 from .._analysis.diagnosis import check_run, run_checks
-from .._solvers.base import Solver, check_solver
+from .._solvers.base import Solver
+from .._solvers.choice import check_solver
 from .._solvers.recursive_solver import Recursive
 
 
@@ -33,7 +34,7 @@ class Backend(eqx.Module):
     :class:`diffchain.PointMajor`."""
 
     @abc.abstractmethod
-    def rollout(self, run, chain: Chain, state: State, controls, *, dt, n_steps, solver, integrator):
+    def rollout(self, run, chain: Model, state: State, controls, *, dt, n_steps, solver, integrator):
         """The rollout ``run(chain, state, controls)`` (the one-chain program), in this backend's form."""
 
 
@@ -264,7 +265,7 @@ def _rollout(chain, state, controls, dt, n_steps, solver, integrator, checkpoint
     return _scan_rollout(chain, body, state, controls, n_steps, checkpoint, lambda s: s)
 
 
-def _scan_rollout(chain: Chain, body, init, controls, n_steps, checkpoint, to_state, keep=()):
+def _scan_rollout(chain: Model, body, init, controls, n_steps, checkpoint, to_state, keep=()):
     """``lax.scan`` of ``body(carry, control) -> (carry, output)`` over open-loop controls, a policy of the
     :class:`State` ``to_state(carry)``, or None (zero input); optionally checkpointed in segments (see :func:`rollout`)
     whose reverse pass keeps their start and the values named ``keep`` (``jax.ad_checkpoint.checkpoint_name``)."""
@@ -297,54 +298,3 @@ def _scan_rollout(chain: Chain, body, init, controls, n_steps, checkpoint, to_st
 
     final, traj = jax.lax.scan(segment, init, xs_seg, length=seg)
     return final, jax.tree_util.tree_map(lambda u: u.reshape(n_steps, *u.shape[2:]), traj)
-
-
-@compiled
-def constraint_violation(chain: Chain, state: State):
-    """Largest rod-length error |‖x_{i+1}-x_i‖ - l_i| and rod-stretch-rate |r_i^T (v_{i+1}-v_i)|, and the slider errors.
-    A rod between two guided points is switched off (their prescribed motion wins, seed §6.1) and not counted."""
-    _, rho, r = links(state.x)
-    # the masks multiply (a NaN state gives NaN): with a mask known at compile time to be all off (a chain without
-    # sliders) jnp.where would make the term a batch-sized constant, which XLA folds slowly (seconds at 64k copies)
-    on, on_line = chain.rod_on.astype(rho.dtype), chain.slider_mask.astype(rho.dtype)
-    length = jnp.max(jnp.abs(rho - chain.l) * on, initial=0.0)
-    rate = jnp.max(jnp.abs(jnp.sum(r * (state.v[1:] - state.v[:-1]), -1)) * on, initial=0.0)
-    line = jnp.max(jnp.abs(jnp.sum(chain.s * state.x, -1) - chain.c) * on_line, initial=0.0)
-    line_rate = jnp.max(jnp.abs(jnp.sum(chain.s * state.v, -1)) * on_line, initial=0.0)
-    return jnp.maximum(length, line), jnp.maximum(rate, line_rate)
-
-
-def check_state(chain: Chain, state: State, tol: float = 1e-6) -> State:
-    """Raise if ``state`` is off the constraint manifold or not finite; returns the state so it can be threaded on.
-
-    Allowed: a rod-length or slider-line error of tol * max(l) + 8 eps max|x| and a stretch rate (or speed off a
-    slider line) of tol (1 + max|v|) + 8 eps max|v| (1 + max|x| / min(l)), with eps the machine epsilon of the
-    state's dtype: the terms in eps are the round-off of a state computed in that dtype (float32 positions far from
-    the origin carry errors far above 1e-6 of a short rod). Values known now raise a :class:`diffchain.InputError`
-    now; traced ones (under ``jit``/``vmap``) when the program runs (:func:`diffchain._model.checks.runtime_checks`).
-    """
-    return State(runtime_checks((state.x,), state_checks(chain, state, tol))[0], state.v, state.t)
-
-
-def state_checks(chain: Chain, state: State, tol: float = 1e-6) -> list:
-    """The checks of :func:`check_state`, for :func:`diffchain._model.checks.runtime_checks`."""
-    if state.x.shape != (chain.n, 2):
-        raise ValueError(f"check_state: x must have shape (n, 2) = ({chain.n}, 2) for this chain, got {state.x.shape}")
-    pos, vel = constraint_violation(chain, state)
-    eps = float(jnp.finfo(jnp.result_type(state.x, chain.m)).eps)
-    size = jnp.max(jnp.abs(state.x), initial=0.0)
-    speed = jnp.max(jnp.abs(state.v), initial=0.0)
-    if chain.n > 1:
-        longest, shortest = jnp.max(chain.l), jnp.min(chain.l)
-    else:  # a lone point: absolute tolerances
-        longest = shortest = 1.0
-    pos_tol = tol * longest + 8 * eps * size
-    vel_tol = tol * (1.0 + speed) + 8 * eps * speed * (1.0 + size / shortest)
-    return [
-        (~jnp.all(jnp.isfinite(state.x)) | ~jnp.all(jnp.isfinite(state.v)),
-         "check_state: the state must be finite, but x or v holds NaN or inf: max|x|, max|v| are",
-         jnp.stack([size, speed])),
-        (pos > pos_tol, "check_state: the state is off the constraint manifold (a rod length or a slider line is "
-         "violated beyond tol): the largest error and the allowed one are", jnp.stack([pos, pos_tol])),
-        (vel > vel_tol, "check_state: the velocities violate the constraints (a rod stretches or a slider leaves its "
-         "line beyond tol): the largest rate and the allowed one are", jnp.stack([vel, vel_tol]))]

@@ -24,7 +24,8 @@ import jax
 import jax.numpy as jnp
 
 from .._constraints.chain import point_projector_c, rod_terms_c
-from .._model.chain import Chain, Control, State
+from .._model.model import Model
+from .._state import Control, State
 from .._model.forces import external_forces_c
 from .._model.geometry import _pad_diff
 from .base import Solution, Solver
@@ -51,7 +52,7 @@ def _tridiag_solve(lo, di, up, rhs):
     return x
 
 
-def banded_dynamics(chain: Chain, state: State, control: Control, stab=None):
+def banded_dynamics(chain: Model, state: State, control: Control, stab=None):
     """Accelerations a (n, 2) and rod tensions phi (n-1,) of a chain of point masses by the sparse method (module
     docstring; seed 001 §8.13, §8.8)."""
     X, Y, U, V = state.x[:, 0], state.x[:, 1], state.v[:, 0], state.v[:, 1]

@@ -26,9 +26,8 @@ from typing import ClassVar
 import equinox as eqx
 import jax
 
-from .._model.chain import Chain, Control, State
-from .._model.checks import describe
-from .._model.model import PATH
+from .._state import Control, State
+from .._model.model import Model
 from .rank import Info
 
 
@@ -54,28 +53,14 @@ class Solver(eqx.Module):
     chains_only: ClassVar[bool] = False
 
     @abc.abstractmethod
-    def __call__(self, model: Chain, state: State, control: Control, stab=None) -> Solution:
+    def __call__(self, model: Model, state: State, control: Control, stab=None) -> Solution:
         """A model's a (N, 2) and the multipliers of its rows of Phi (a chain's rod tensions phi (n-1,))."""
 
     @abc.abstractmethod
-    def held(self, chain: Chain, state: State, control: Control, active, alpha_w, theta_bar=None,
+    def held(self, chain: Model, state: State, control: Control, active, alpha_w, theta_bar=None,
              stab=None) -> Solution:
         """a (n, 2), phi (n-1,) and tau_w (n,) of a chain whose ``active`` joints are held (seed 000 Part II)."""
 
     @abc.abstractmethod
     def system(self, M, Q, J, gamma, on, nominal_rank=-1) -> Solution:
         """q_dd, lambda and :class:`Info` of ``M q_dd = Q + J^T lambda``, ``J q_dd = gamma`` on the rows ``on``."""
-
-
-def check_solver(solver, who: str, model=None):
-    """``solver``, or ``model``'s default solver where it is None; a TypeError naming ``solver`` unless it is a
-    :class:`Solver` instance that applies to ``model``'s topology."""
-    if solver is None and model is not None:
-        return model.default_solver()
-    if not isinstance(solver, Solver):
-        raise TypeError(f"{who}: solver must be a solver instance: Recursive(), ShortChain(), Banded(), KKT(), "
-                        f"RangeSpace(), NullSpace() or Larin(), got {describe(solver)}")
-    if model is not None and model.topology != PATH and solver.chains_only:
-        raise TypeError(f"{who}: {type(solver).__name__}() solves serial chains only (the seed-000 recursion); a "
-                        "mechanism needs a dense solver: KKT() (the default), RangeSpace(), NullSpace() or Larin()")
-    return solver

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from .._constraints.system import system_terms
-from .._model.chain import Control, State
+from .._state import Control, State
 from .._model.model import PATH, Model
 from .._xla import linalg
 from .base import Solution, Solver

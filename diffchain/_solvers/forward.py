@@ -4,10 +4,11 @@ from __future__ import annotations
 import equinox as eqx
 import jax.numpy as jnp
 
-from .._model.chain import Control, State
+from .._state import Control, State
 from .._model.checks import compiled, control_checks, describe, finite_state_check, runtime_checks
 from .._model.model import PATH, check_model
-from .base import Solver, check_solver
+from .base import Solver
+from .choice import check_solver
 from .rank import INCONSISTENT, NONFINITE, SINGULAR, STATUS
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .._model.chain import State
+from .._state import State
 from .._model.checks import compiled
 
 

@@ -32,7 +32,8 @@ from .._constraints.chain import _slider_rhs, point_projector_c, rod_terms_c
 from .._model.forces import external_forces_c
 from .._model.geometry import _pad_diff
 from .._model.inertia import chain_link_blocks, link_gravity, point_mass_blocks
-from .._model.chain import Chain, Control, State
+from .._model.model import Model
+from .._state import Control, State
 from .._xla.loops import scan_points
 from .implicit import implicit_solve
 
@@ -265,7 +266,7 @@ class ChainOperator(eqx.Module):
         return self.p11, self.p12, self.p22
 
 
-def chain_operator(chain: Chain, rx, ry, P, links=False) -> ChainOperator:
+def chain_operator(chain: Model, rx, ry, P, links=False) -> ChainOperator:
     """The :class:`ChainOperator` of ``chain`` with rods (rx, ry) and point projectors P = (P_11, P_12, P_22); with
     ``links``, the rigid links' mass blocks too."""
     op = ChainOperator(chain.m, rx, ry, chain.rod_on, chain.guided, chain.slider_mask, chain.s[:, 0], chain.s[:, 1],
@@ -340,7 +341,7 @@ kkt_solve.__doc__ = (
     "(:func:`abcd_sweeps_c`) with implicit derivatives (:func:`implicit_solve`).")
 
 
-def massless_dynamics(chain: Chain, state: State, control: Control, stab=None):
+def massless_dynamics(chain: Model, state: State, control: Control, stab=None):
     """The recursion for massless rods as a linear solve with implicit derivatives (:func:`kkt_solve`).
 
     The accelerations and multipliers z = (a, y) solve the symmetric KKT system K z = b of
@@ -354,7 +355,7 @@ def massless_dynamics(chain: Chain, state: State, control: Control, stab=None):
     return jnp.stack([ax, ay], -1), -yr
 
 
-def kkt_system(chain: Chain, state: State, control: Control, stab=None, links=False):
+def kkt_system(chain: Model, state: State, control: Control, stab=None, links=False):
     """The operator (:class:`ChainOperator`; with ``links``, with the rigid links' mass blocks) and the right-hand
     side b = (F^e_x, F^e_y, rod rows, point rows 1 and 2) of the KKT system (:func:`_kkt_matvec`), by components."""
     X, Y, U, V = state.x[:, 0], state.x[:, 1], state.v[:, 0], state.v[:, 1]
@@ -398,7 +399,7 @@ link_solve.__doc__ = (
     "links (:func:`_link_mass_times`), by the rigid-link sweeps, with implicit derivatives (:func:`implicit_solve`).")
 
 
-def recursive_dynamics(chain: Chain, state: State, control: Control, stab=None):
+def recursive_dynamics(chain: Model, state: State, control: Control, stab=None):
     """Accelerations a (n,2) and rod tensions phi (n-1,) by the seed-000 recursion, O(n): massless rods by
     :func:`massless_dynamics`, rigid links by the generalised sweeps (:func:`_inertial_sweeps_c`); both differentiated
     implicitly (:func:`kkt_solve`, :func:`link_solve`)."""

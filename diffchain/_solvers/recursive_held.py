@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from .._model.geometry import _pad_diff, link_omega_c
-from .._model.chain import Chain
+from .._model.model import Model
 from .._xla.loops import scan_points
 from .recursive import _pad1
 
@@ -250,7 +250,7 @@ def _joint_alpha(rx, ry, inv_rho, ax, ay):
     return _pad_diff(link_omega_c(rx, ry, inv_rho, ax[1:] - ax[:-1], ay[1:] - ay[:-1]))
 
 
-def _scales(chain: Chain):
+def _scales(chain: Model):
     """sigma = max 1/m and ell = min l (1 for one point): the scales of the lock test (:func:`root_torque`)."""
     return jnp.max(1.0 / chain.m), jnp.min(chain.l) if chain.n > 1 else jnp.ones((), chain.m.dtype)
 

@@ -12,7 +12,8 @@ import jax.numpy as jnp
 
 from .._model.forces import _torque_forces_c
 from .._model.geometry import links_c
-from .._model.chain import Chain, Control, State
+from .._model.model import Model
+from .._state import Control, State
 from .implicit import implicit_solve
 from .._constraints.held import _active_mask, active_terms
 from .base import Solution, Solver
@@ -20,7 +21,7 @@ from .recursive import _kkt_matvec, _pad1, kkt_system, point_a0, point_multiplie
 from .recursive_held import _joint_alpha, _part_two_sweeps, _scales
 
 
-def active_dynamics_recursive(chain: Chain, state: State, control: Control, active, alpha_w, theta_bar=None,
+def active_dynamics_recursive(chain: Model, state: State, control: Control, active, alpha_w, theta_bar=None,
                               stab=None):
     """Accelerations a (n,2), rod tensions phi (n-1,) and constraint torques tau_w (n,) by the O(n) recursion of seed
     000 Part II (§9–§11, :func:`active_backward`, :func:`active_forward`, :func:`root_torque`).
@@ -39,7 +40,7 @@ def active_dynamics_recursive(chain: Chain, state: State, control: Control, acti
     return held_solution(*held_system(chain, state, control, active, alpha_w, theta_bar, stab), active_solve)
 
 
-def held_system(chain: Chain, state: State, control: Control, active, alpha_w, theta_bar=None, stab=None):
+def held_system(chain: Model, state: State, control: Control, active, alpha_w, theta_bar=None, stab=None):
     """The operator with its held-joint fields and the right-hand side (b of :func:`kkt_system` and one row of seed
     eq. (13) per held joint) of the KKT system of :func:`_active_matvec`."""
     active = _active_mask(chain, active)

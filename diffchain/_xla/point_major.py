@@ -49,7 +49,8 @@ import jax.numpy as jnp
 
 from .._constraints.kinds import slider_rhs
 from .._model.forces import _speed
-from .._model.chain import Chain, Control, State
+from .._model.model import Model
+from .._state import Control, State
 
 LEAN_MAX = 16  # vmap-ed rollouts of chains up to this many points may take the lean form
 
@@ -75,7 +76,7 @@ class Points(eqx.Module):
 
 
 class PointState(eqx.Module):
-    """:class:`~diffchain._model.chain.State` with positions and velocities as :class:`Points`."""
+    """:class:`~diffchain.State` with positions and velocities as :class:`Points`."""
 
     x: Points
     v: Points
@@ -93,7 +94,7 @@ def _input_rows(c: Control):
     return c.tau.T, F[..., 0].T, F[..., 1].T, c.a_w[..., 0].T, c.a_w[..., 1].T
 
 
-def lean_accelerations(chain: Chain, X, Y, U, V, control, w):
+def lean_accelerations(chain: Model, X, Y, U, V, control, w):
     """Point accelerations (lists a_x, a_y) of a chain without sliders, damping or drag, point by point (module
     docstring): positions X, Y and velocities U, V indexed by point (lists, or point-major arrays), ``control`` None
     (no input) or the lists (tau, F_x, F_y, a^w_x, a^w_y) of joint torques, user forces and guided accelerations;
@@ -171,7 +172,7 @@ def _solve(factors, off, rhs):
     return x
 
 
-def lean_kind(chain: Chain):
+def lean_kind(chain: Model):
     """Which program a batch of chains (``chain``'s arrays may carry a batch axis) takes under ``vmap``: 0 the lean form
     point by point (no slider, damping or drag in any of them), 1 on point-major arrays with sliders, 2 with sliders,
     damping and drag (the ``kind`` of :func:`adjoint_terms`)."""
@@ -179,7 +180,7 @@ def lean_kind(chain: Chain):
     return jnp.where(friction, 2, jnp.where(jnp.any(chain.slider_mask), 1, 0))
 
 
-def _runtime(chain: Chain) -> Chain:
+def _runtime(chain: Model) -> Model:
     """``chain`` with its arrays as run-time values (an ``optimization_barrier``): a chain closed over by the caller's
     ``jit`` is a constant, and XLA folding its masses and lengths into the step's kernels made them slower."""
     arrays, rest = eqx.partition(chain, eqx.is_array)
@@ -204,10 +205,10 @@ def _input_block(controls, b_controls, c, K):
     return tau, F[:, :, 0], F[:, :, 1], a_w[:, :, 0], a_w[:, :, 1]
 
 
-def lean_rollout(axis_size, in_batched, chain: Chain, state: State, controls, *, dt, n_steps, integrator,
+def lean_rollout(axis_size, in_batched, chain: Model, state: State, controls, *, dt, n_steps, integrator,
                  policy=None, kind=0, with_starts=False):
     """:func:`diffchain.rollout` of a batch of ``axis_size`` lean chains (:func:`lean_kind`), point by point:
-    ``chain``, ``state`` and ``controls`` (a :class:`~diffchain._model.chain.Control` with a time axis, or None) carry a
+    ``chain``, ``state`` and ``controls`` (a :class:`~diffchain.Control` with a time axis, or None) carry a
     leading batch axis where ``in_batched`` (their pytrees of bools) says so, as in a ``custom_vmap`` rule. With a
     ``policy(controls, state) -> Control`` (one chain's), ``controls`` are its explicit arguments instead, and the
     policy acts on each chain's state at the start of every step. Returns (final state, trajectory), batch first, as
@@ -326,7 +327,7 @@ class AdjointTerms(eqx.Module):
     Y: jax.Array | None = None
 
 
-def adjoint_terms(chain: Chain, X, Y, U, V, u, w, tol, kind=0):
+def adjoint_terms(chain: Model, X, Y, U, V, u, w, tol, kind=0):
     """The forward quantities that the adjoint of one step reads, on point-major arrays (n, B): the accelerations of
     :func:`lean_accelerations` with the rod tensions psi and the tridiagonal factors. ``u`` = (tau, F_x, F_y, a^w_x,
     a^w_y), each (n, B), or (n,) where shared. ``kind`` (:func:`lean_kind`) 1: sliders, 2: sliders, damping and

@@ -13,7 +13,8 @@ import jax.numpy as jnp
 
 from .._model.forces import _speed
 from .._simulate.integrators import RK4, SeedQuantum, SemiImplicitEuler
-from .._model.chain import Chain, Control, State
+from .._model.model import Model
+from .._state import Control, State
 from .point_major import (_block, _input_block, _input_rows, _pivot_tol, _runtime, _solve,
                           _time_block, _to_points, adjoint_terms)
 
@@ -98,7 +99,7 @@ def acceleration_adjoint(t, abx, aby, w):
     return tuple(rows), inputs, chain
 
 
-def lean_rollout_vjp(axis_size, in_batched, chain: Chain, state: State, controls, cotangents, *, dt, n_steps,
+def lean_rollout_vjp(axis_size, in_batched, chain: Model, state: State, controls, cotangents, *, dt, n_steps,
                      integrator, starts, policy=None, kind=0, chain_wanted=CHAIN_FIELDS,
                      inputs_wanted=INPUT_FIELDS):
     """The cotangents of (``chain``, ``state``, ``controls``) of :func:`lean_rollout` (``kind`` as there; an
@@ -108,7 +109,7 @@ def lean_rollout_vjp(axis_size, in_batched, chain: Chain, state: State, controls
     block from the last, the K states are recomputed (in cache) and the steps run backward
     (:func:`acceleration_adjoint`): reading a stored trajectory moves more memory than recomputing it.
 
-    ``controls`` are open-loop inputs (a :class:`~diffchain._model.chain.Control` with a time axis) or None, or with a
+    ``controls`` are open-loop inputs (a :class:`~diffchain.Control` with a time axis) or None, or with a
     ``policy(controls, state) -> Control`` (one chain's, as in :func:`lean_rollout`) the policy's arguments (a list):
     each step then pulls the inputs' cotangent back through the policy (``jax.vjp`` of its ``vmap``) into the
     state's cotangent and those of its arguments.

@@ -11,7 +11,8 @@ import jax.numpy as jnp
 
 from .batching import _explicit, batch_form
 from .._simulate.rollout import Backend
-from .._model.chain import Chain, Control, State
+from .._model.model import Model
+from .._state import Control, State
 from .._simulate.projection import ChainIntegrator
 from .._solvers.recursive_solver import Recursive
 from .point_major import LEAN_MAX, _block, lean_kind, lean_rollout
@@ -32,7 +33,7 @@ class PointMajor(Backend):
     trace time; otherwise :meth:`rollout` raises, and :meth:`supports` says why.
     """
 
-    def supports(self, chain: Chain, controls, dt, n_steps, solver, integrator) -> str | None:
+    def supports(self, chain: Model, controls, dt, n_steps, solver, integrator) -> str | None:
         """None where this backend applies, otherwise the reason it does not."""
         if not isinstance(solver, Recursive):
             return f"needs the Recursive solver, got {type(solver).__name__}"
@@ -41,6 +42,10 @@ class PointMajor(Backend):
                     f"{type(integrator).__name__}, which projects onto the constraints: pass integrator=RK4()")
         if chain.has_links:
             return "takes chains of point masses only (this chain has rigid links)"
+        if chain.forces:
+            names = ", ".join(sorted({type(f).__name__ for f in chain.forces}))
+            return (f"does not host force kinds (this chain has {names}): its point-major program writes out the "
+                    f"chain's own forces only; use the default backend (backend=None)")
         if chain.n > LEAN_MAX:
             return f"takes chains of up to LEAN_MAX = {LEAN_MAX} points, got {chain.n}"
         if any(isinstance(v, jax.core.Tracer) for v in jax.tree.leaves((dt, integrator))):
@@ -49,7 +54,7 @@ class PointMajor(Backend):
             return f"needs n_steps to match the controls' {controls.tau.shape[0]} steps, got {n_steps}"
         return None
 
-    def rollout(self, run, chain: Chain, state: State, controls, *, dt, n_steps, solver, integrator):
+    def rollout(self, run, chain: Model, state: State, controls, *, dt, n_steps, solver, integrator):
         reason = self.supports(chain, controls, dt, n_steps, solver, integrator)
         if reason is not None:
             raise ValueError(f"rollout: backend=PointMajor() {reason}")

@@ -12,7 +12,7 @@ from typing import ClassVar
 
 import jax.numpy as jnp
 
-from .._model.chain import Chain
+from .._model.model import Model
 from .._solvers.base import Solution, Solver
 from .._solvers.implicit import implicit_solve
 from .._solvers.recursive import _kkt_complete, _kkt_matvec, kkt_system, point_a0
@@ -174,7 +174,7 @@ class ShortChain(Solver):
                         "Larin()")
 
 
-def _check_short(chain: Chain):
+def _check_short(chain: Model):
     if chain.has_links or not 2 <= chain.n <= SMALL_MAX:
         got = "rigid links" if chain.has_links else f"n = {chain.n} points"
         raise ValueError(f"ShortChain: solves chains of 2 to SMALL_MAX = {SMALL_MAX} point masses, got a chain with "

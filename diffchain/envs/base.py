@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._model.chain import State
+from .._state import State
 from .._model.checks import runtime_check
 
 

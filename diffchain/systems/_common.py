@@ -10,7 +10,9 @@ import jax.numpy as jnp
 from .._model.forces import external_forces
 from .._model.geometry import (from_joint_angles, joint_accelerations, joint_angles, joint_velocities, link_angles,
                        link_angular_velocities)
-from .._model.chain import Chain, Control, State
+from .._model.chain import Chain
+from .._model.model import Model
+from .._state import Control, State
 from .._solvers.forward import forward_dynamics
 from .._solvers.recursive_solver import Recursive
 
@@ -30,7 +32,7 @@ class Benchmark(NamedTuple):
     to_q(state) -> (q, qd) (angles wrapped to (-pi, pi]; for policies in ``dc.rollout``).
     """
 
-    chain: Chain
+    chain: Model
     to_state: Callable
     to_control: Callable
     to_qdd: Callable
@@ -42,7 +44,7 @@ class Benchmark(NamedTuple):
         return self.to_qdd(state, forward_dynamics(self.chain, state, self.to_control(q, qd, u), solver=solver))
 
 
-def _pinned(chain: Chain, offset=0.0) -> Benchmark:
+def _pinned(chain: Model, offset=0.0) -> Benchmark:
     """Point 1 fixed; q = diffchain joint angles minus ``offset`` on theta_1; u = torques at joints 1..n-1."""
     shift = jnp.zeros(chain.n - 1).at[0].set(offset)
 
@@ -62,7 +64,7 @@ def _pinned(chain: Chain, offset=0.0) -> Benchmark:
     return Benchmark(chain, to_state, to_control, to_qdd, to_q)
 
 
-def cart_state(chain: Chain, q, qd) -> State:
+def cart_state(chain: Model, q, qd) -> State:
     """State of a cart chain from q = [x, psi_1..psi_k] (psi absolute, clockwise from the upright) and qd."""
     q, qd = jnp.asarray(q, chain.m.dtype), jnp.asarray(qd, chain.m.dtype)
     phi, phid = HALF_PI - q[1:], -qd[1:]
@@ -94,7 +96,7 @@ def cart_generalized_control(Q) -> Control:
     return Control(tau=tau, F=F)
 
 
-def _cart_chain(m_cart, L, mass, com, inertia, k_omega=0.0, g=9.81) -> Chain:
+def _cart_chain(m_cart, L, mass, com, inertia, k_omega=0.0, g=9.81) -> Model:
     k = len(L)
     s = jnp.zeros((k + 1, 2)).at[0].set(jnp.array([0.0, 1.0]))
     return Chain(jnp.array([m_cart] + [0.0] * k), jnp.asarray(L), slider=[True] + [False] * k, s=s, c=0.0,
@@ -102,7 +104,7 @@ def _cart_chain(m_cart, L, mass, com, inertia, k_omega=0.0, g=9.81) -> Chain:
                  link_inertia=jnp.asarray(inertia), k_omega=k_omega, g=g)
 
 
-def rail_normal_force(chain: Chain, state: State, control: Control, a):
+def rail_normal_force(chain: Model, state: State, control: Control, a):
     """Vertical force of the rail on the cart, N_c = sum over the points of (M a - F^e)_y: rods and joint torques
     are internal, so the y-components of all constraint forces sum to the rail's reaction (pins: none here)."""
     r = (chain.M @ a.reshape(-1)).reshape(-1, 2) - external_forces(chain, state, control)

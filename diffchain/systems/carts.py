@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from .._model.chain import Control
+from .._state import Control
 from .._solvers.forward import forward_dynamics
 from ._common import (Benchmark, _cart_chain, cart_generalized_control, cart_q, cart_qdd,
                       cart_state, rail_normal_force)
