@@ -41,11 +41,17 @@ def _direction(p, paths, key):
             return jnp.zeros_like(v)
         d = jax.random.normal(jax.random.fold_in(key, paths.index(jax.tree_util.keystr(k))), v.shape, v.dtype)
         return jnp.where(jnp.isfinite(v), d, 0.0)
-    return jax.tree_util.tree_map_with_path(leaf, p)
+    return _strong(jax.tree_util.tree_map_with_path(leaf, p))
 
 
 def _shift(p, d, h):
-    return jax.tree.map(lambda a, b: jnp.where(b != 0, a + h * b, a), p, d)
+    return _strong(jax.tree.map(lambda a, b: jnp.where(b != 0, a + h * b, a), p, d))
+
+
+def _strong(p):
+    """``p`` with every array strongly typed in its own dtype: the compiled programs are keyed by their inputs' types,
+    and a weakly typed zero tangent against a strongly typed random one would compile the same program twice."""
+    return jax.tree.map(lambda a: jnp.array(a, dtype=a.dtype), p)
 
 
 def _dot(g, d, batch):
@@ -70,26 +76,31 @@ def _same(r1, r2, batch=False):
 
 
 def check_matrix(f, p, *, batch=False, h=1e-5, rtol=1e-6, atol=1e-9, live=(), seed=0, min_share=0.75,
-                 joint=None):
+                 joint=None, events=(), require=None):
     """Check f's derivatives with respect to every leaf of ``p`` (forward, reverse, central differences).
 
     ``f(p) -> (value, report)``: value a scalar, or (B,) for a batch of independent copies (``batch``); report the
     stacked event reports or None. Each leaf is moved along its own random direction, or, with ``joint=K``, all of
     them at once along K random directions (for programs whose runs are expensive). ``live``: substrings of leaf
     paths whose derivative must be nonzero, so that the check is not vacuous (with ``joint``: the reverse-mode
-    gradient's part in that leaf, which the joint directions check). Returns {direction: (forward, reverse,
-    central)}."""
+    gradient's part in that leaf, which the joint directions check). ``events``: the kinds of event (fields of the
+    report) that must happen in the unperturbed run, ``require(report)`` another condition on it that must hold;
+    both are checked before the derivatives. Returns {direction: (forward, reverse, central)}."""
     p, static = eqx.partition(p, eqx.is_inexact_array)
+    p = _strong(p)
     f_ = lambda q: f(eqx.combine(q, static))  # noqa: E731
     # two programs: forward mode (whose primal output gives the central differences) and reverse mode
     jvp = jax.jit(lambda p, d: jax.jvp(f_, (p,), (d,), has_aux=True))
     total = lambda q: (lambda v, r: (jnp.sum(v), r))(*f_(q))  # noqa: E731
     grad = jax.jit(jax.grad(total, has_aux=True))
     g, report = grad(p)
-    value = jvp(p, jax.tree.map(jnp.zeros_like, p))[0]
+    for kind in events:
+        assert int(getattr(report, kind).sum()) >= 1, f"no {kind} in the run"
+    assert require is None or require(report), "the run does not have the events the check needs"
+    zero = _strong(jax.tree.map(jnp.zeros_like, p))
+    value = jvp(p, zero)[0]
     for path, leaf in _leaves(g):
         assert np.all(np.isfinite(leaf)), f"reverse-mode gradient with respect to {path} is not finite: {leaf}"
-    zero = jax.tree.map(jnp.zeros_like, p)
     paths = [path for path, _ in _leaves(p)]
     groups = [[path] for path in paths] if joint is None else [paths] * joint
     out = {}
@@ -185,27 +196,21 @@ def test_small_matrix_of_a_chain_dropped_on_the_ground():
     """The everyday form: a 2-point chain with damping and drag falls and its tip lands (an impact and a projection
     ran: where the masses' gradients were NaN)."""
     f, p = _drop(2, 250, [0.6], [0.0, 0.3], [1.0, -1.0], 1.0)
-    _, rep = jax.jit(f)(p)
-    assert int(rep.impacts.sum()) >= 1
-    check_matrix(f, p, live=(".m", "dist.L", "base", "['theta']", "tau", ".g", "z0", "k_v"))
+    check_matrix(f, p, events=("impacts",), live=(".m", "dist.L", "base", "['theta']", "tau", ".g", "z0", "k_v"))
 
 
 @pytest.mark.slow
 def test_matrix_of_a_chain_through_impacts_limit_hits_releases_and_halvings():
     """A 4-point chain dropped at dt = 5 ms with a low halving threshold: every kind of event happens."""
     f, p = _drop(4, 150, [0.6, 0.8, -0.5], [0.0, 1.0], [1.0, -1.0], 1.2, dt=5e-3, threshold=0.02)
-    _, rep = jax.jit(f)(p)
-    for kind in ("impacts", "limit_hits", "releases", "limit_releases", "halvings"):
-        assert int(getattr(rep, kind).sum()) >= 1, f"no {kind} in the run"
-    check_matrix(f, p, live=(".m", "dist.L", "damper_c", "k_v", ".g", "theta_max", "z0", "base", "['theta']", "tau"))
+    check_matrix(f, p, events=("impacts", "limit_hits", "releases", "limit_releases", "halvings"),
+                 live=(".m", "dist.L", "damper_c", "k_v", ".g", "theta_max", "z0", "base", "['theta']", "tau"))
 
 
 @pytest.mark.slow
 def test_matrix_of_a_chain_with_rigid_links_through_an_impact_and_a_limit():
     f, p = _drop(3, 500, [0.6, 0.8], [0.0, 0.8], [1.0, -1.0], 1.0, links=True)
-    _, rep = jax.jit(f)(p)
-    assert int(rep.impacts.sum()) >= 1 and int(rep.limit_hits.sum()) >= 1
-    check_matrix(f, p, live=(".m", "bodies.mass", "bodies.com", "bodies.inertia", "dist.L", "damper_c", "k_v",
+    check_matrix(f, p, events=("impacts", "limit_hits"), live=(".m", "bodies.mass", "bodies.com", "bodies.inertia", "dist.L", "damper_c", "k_v",
                              "theta_max", "z0", "base", "tau"))
 
 
@@ -300,10 +305,8 @@ def test_matrix_of_a_mechanism_against_a_stop_and_an_obstacle():
                                               dc.Control(tau=p["tau"]), dt, check=False)
         return _loss_of(final.state) + jnp.mean(_weights(path.state.x) * path.state.x), rep
 
-    _, rep = jax.jit(f)(p)
-    for kind in ("impacts", "limit_hits", "limit_releases"):
-        assert int(getattr(rep, kind).sum()) >= 1, f"no {kind} in the run"
-    check_matrix(f, p, live=MECH_LIVE + ("theta_min", "z0"), joint=3)
+    check_matrix(f, p, events=("impacts", "limit_hits", "limit_releases"), live=MECH_LIVE + ("theta_min", "z0"),
+                 joint=3)
 
 
 def _five_bar():
@@ -365,7 +368,7 @@ def test_matrix_of_a_batch_of_random_drops():
     from the accelerations it cached at the predicted velocity, otherwise it evaluates them at the corrected one
     (an O(dt^2) difference), so central differences that make equal controls unequal do not differentiate one
     program."""
-    B, n, steps = 200, 3, 450
+    B, n, steps, dt = 200, 3, 225, 2e-3
     keys = jax.random.split(jax.random.PRNGKey(7), 6)
     u = lambda k, shape, lo, hi: jax.random.uniform(k, (B,) + shape, minval=lo, maxval=hi)  # noqa: E731
     chain = dc.Chain(jnp.ones(n), jnp.ones(n - 1), k_omega=0.05, k_v=0.02)
@@ -375,21 +378,22 @@ def test_matrix_of_a_batch_of_random_drops():
     events = dc.Events(n, ground=0.0, theta_min=-lim, theta_max=lim)
     p = dict(model=chain, theta=u(keys[2], (n - 1,), -0.5, 0.5),
              base=jnp.stack([jnp.zeros(B), u(keys[3], (), 1.0, 1.4)], -1),
-             base_v=jnp.stack([u(keys[4], (), -1.0, 1.0), u(keys[4], (), -2.5, -1.5)], -1), tau=u(keys[5], (1, n), -0.3, 0.3) * jnp.cos(0.01 * jnp.arange(steps))[:, None])
+             base_v=jnp.stack([u(keys[4], (), -1.0, 1.0), u(keys[4], (), -2.5, -1.5)], -1), tau=u(keys[5], (1, n), -0.3, 0.3) * jnp.cos(0.02 * jnp.arange(steps))[:, None])
 
     def one(p):
         start = dc.from_joint_angles(p["model"], p["theta"], base=p["base"], base_velocity=p["base_v"])
-        final, (_, rep) = dc.event_rollout(p["model"], events, dc.EventState(start), dc.Control(tau=p["tau"]), DT)
+        final, (_, rep) = dc.event_rollout(p["model"], events, dc.EventState(start), dc.Control(tau=p["tau"]), dt)
         return _loss_of(final.state), rep
 
     def f(p):  # every inexact leaf batched, the masks and indices shared
         diff, static = eqx.partition(p, eqx.is_inexact_array)
         return jax.vmap(lambda d: one(eqx.combine(d, static)))(diff)
 
-    _, rep = jax.jit(f)(p)
-    assert int(rep.impacts.any((1, 2)).sum()) >= 0.9 * B and int(rep.limit_hits.sum()) >= B // 20  # (13 limit hits)
+    def enough(rep):  # most copies land, some hit a limit
+        return int(rep.impacts.any((1, 2)).sum()) >= 0.9 * B and int(rep.limit_hits.sum()) >= B // 20
+
     # rtol 1e-5: in copies with many held-joint events the loss carries about 1e-12 of round-off, which limits the
     # central differences themselves to a few 1e-7 (measured on copy 75: the quotients at h = 1e-4 ... 1e-7 spread
     # around the forward and reverse derivatives, which agree with each other, by 5e-8 ... 2e-5)
-    # two joint directions (every leaf moved at once): each costs two to six vmapped runs of 450 quanta
-    check_matrix(f, p, batch=True, rtol=1e-5, joint=2, live=(".m", "dist.L", "['theta']", "base", "tau"))
+    # two joint directions (every leaf moved at once): each costs two to six vmapped runs of 225 quanta
+    check_matrix(f, p, batch=True, rtol=1e-5, joint=2, require=enough, live=(".m", "dist.L", "['theta']", "base", "tau"))
