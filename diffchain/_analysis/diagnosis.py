@@ -44,7 +44,7 @@ import numpy as np
 
 from .._state import State
 from .._model.checks import compiled
-from .._model.model import Model, PATH, check_model
+from .._model.model import Model, check_model
 
 UNROLL_MAX = 64  # chains of up to this many points are checked rod by rod (fast on XLA CPU), longer ones at once
 RATE_FACTOR = 100.0  # the rate level's tolerance is this many times the position level's (module docstring)
@@ -164,7 +164,7 @@ def _split(model, trajectory):
                         "or event_rollout's (EventStates, StepReports); got "
                         f"{type(trajectory).__name__}")
     check_model(model, "diagnose")
-    if model.topology != PATH:
+    if not model.serial:
         return "mechanism", trajectory, reports
     return ("events" if reports is not None else "chain"), trajectory, reports
 
@@ -322,7 +322,7 @@ def run_checks(who: str, model, trajectory, remedy: str) -> list:
     nonfinite_first = (kn >= 0) & ((kv < 0) | (kn < kv))
     violation_first = (kv >= 0) & ~nonfinite_first
     hint = HINT.format(remedy=remedy)
-    path = model.topology == PATH
+    path = model.serial
     what = "rod-length / slider-line" if path else "loop-closure Phi(q, t)"
     rate = "stretch rate" if path else "Phi_q q_dot + Phi_t"
     k = jnp.maximum(kv, 0)

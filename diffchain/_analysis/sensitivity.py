@@ -11,7 +11,7 @@ import jax
 from .._model.geometry import joint_accelerations
 from .._state import Control, State
 from .._model.checks import compiled, describe
-from .._model.model import Model, PATH, check_model
+from .._model.model import Model, check_model
 from .._solvers.base import Solver
 from .._solvers.choice import check_solver
 from .._solvers.recursive_solver import Recursive
@@ -28,7 +28,7 @@ def _check_arguments(chain, state, control, solver, mode, who):
     """The control (zero where None), after a TypeError / ValueError naming ``chain``, ``state``, ``control``,
     ``solver`` or ``mode`` where it does not fit: a chain, a State and one Control of its n points, a solver instance,
     "fwd" or "rev"."""
-    if check_model(chain, who).topology != PATH:
+    if not check_model(chain, who).serial:
         raise TypeError(f"{who}: chain must be a serial chain (a Chain, pendulum(...), ...): the sensitivities are "
                         "those of its joints; got a mechanism (forward_dynamics and jax.jacfwd give a mechanism's)")
     check_solver(solver, who, chain)

@@ -1,5 +1,5 @@
 """Every model's constrained system M q_dd = Q + J^T lambda, J q_dd = gamma (seed 001 eq. 8.36; seed 003 natural
-coordinates), assembled in one place from the catalogue of constraint kinds, for any topology and any dense solver.
+coordinates), assembled in one place from the catalogue of constraint kinds, for any model and any dense solver.
 
 The rows, in this order:
   * the position-level kinds, Phi(q, t) = 0 (:meth:`diffchain._model.model.Model.phi`: distances, a chain's rods,
@@ -22,7 +22,6 @@ import jax.numpy as jnp
 
 from .._state import Control, State
 from .._model.forces import external_forces
-from .._model.model import PATH
 from .chain import _inv
 from .held import _active_mask, active_terms, joint_rows
 
@@ -97,7 +96,7 @@ def system_terms(model, state: State, control: Control, stab=None, *, active=Non
         J = jnp.concatenate([J, G * active[:, None]])
         gamma = jnp.concatenate([gamma, jnp.where(active, rhs, 0.0)])
         on = jnp.concatenate([on, active])
-    if model.topology == PATH:  # a chain's forces in the seed's closed form (§4): the same Q, fewer operations
+    if model.serial:  # a chain's forces in the seed's closed form (§4): the same Q, fewer operations
         Q = external_forces(model, state, control).reshape(-1)
     else:
         tau = control.tau if model.motor_idx.shape[0] else None

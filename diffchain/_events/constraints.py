@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from .._state import Control, State
-from .._model.model import GENERAL, Model
+from .._model.model import Model
 from .._constraints.kinds import Contacts, Stops, contact_jacobian
 from .._constraints.system import constraint_jacobian, point_residual, system_terms
 from .._xla.batching import rare_cond
@@ -159,7 +159,7 @@ def onto_obstacles(model: Model, events: Events, stuck, x):
     up). A chain's points move alone, along the line's normal: x_i - z_k min(0, z_k^T (x_i - z0_k)). A mechanism's
     points move with its coordinates: x moves the least in the mass metric that puts the point on the line while every
     other constraint keeps its value (to first order)."""
-    if model.topology != GENERAL:
+    if model.serial:
         free = model.free_contacts(events.contact, stuck)
         moved = jnp.zeros((), bool)
         for k in range(events.z.shape[0]):

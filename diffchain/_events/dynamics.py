@@ -19,7 +19,7 @@ from .detection import limit_arc
 from .state import EventState, Events
 from .._model.geometry import _pad_diff, joint_velocities, links
 from .._state import Control, State
-from .._model.model import GENERAL, Model
+from .._model.model import Model
 
 
 def _where(c, x, y):
@@ -45,7 +45,7 @@ def constrained_dynamics(chain: Model, events: Events, es: EventState, x, v, t, 
     R = M a - F^e - (rod forces) - (constraint torque forces) is the force of the point constraints on each point
     (the multipliers of their KKT rows); for a stuck point, the ground reaction.
     """
-    if chain.topology == GENERAL:
+    if not chain.serial:
         return general_dynamics(chain, events, es, x, v, t, control, stab, impulse, solver)
     stuck, held = es.stuck, es.held
     w = 1.0 / stab

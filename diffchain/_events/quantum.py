@@ -54,7 +54,7 @@ from .._xla.batching import rare_cond, scan_until
 from .._model.checks import compiled
 from .._model.forces import _speed
 from .detection import _ends_beyond, _quantum, detect, limit_arc
-from .._model.model import GENERAL, Model
+from .._model.model import Model
 from .state import EventState, Events, StepReport, _cache, _none
 from .._state import Control, State
 from .constraints import onto_obstacles, project_onto_active
@@ -188,7 +188,7 @@ def _event_quantum(chain: Model, events: Events, es: EventState, control: Contro
     n, dtype = chain.n_features, chain.dtype
     if events.n != n:
         raise ValueError(f"event_step: the Events are for {events.n} features, the mechanism has {n} (its points and "
-                         "stops): build them with dc.Events(mechanism, ...)" if chain.topology == GENERAL else
+                         "stops): build them with dc.Events(mechanism, ...)" if not chain.serial else
                          f"event_step: the Events are for n = {events.n} points, the chain has n = {n}")
     chain.check_inputs(es.state, control, "event_step")
     if control.F is None:  # the cached control holds point forces (zero without any): the same pytree

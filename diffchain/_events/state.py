@@ -10,7 +10,7 @@ import numpy as np
 
 from .detection import _slack, limit_arc
 from .._model.geometry import wrapped_joint_angles
-from .._model.model import GENERAL, Model
+from .._model.model import Model
 from .._state import Control, State
 from .._model.checks import _require, runtime_checks
 from .._model.inputs import check_state
@@ -60,7 +60,7 @@ class Events(eqx.Module):
         (:attr:`diffchain.Model.n_features`)."""
         dt = jnp.result_type(dtype)
         stops = None
-        if isinstance(n, Model) and n.topology == GENERAL:
+        if isinstance(n, Model) and not n.serial:
             n, contact, *stops = _mechanism_features(n, contact, theta_min, theta_max, dt)
         elif isinstance(n, Model):
             n = n.n_features
@@ -270,7 +270,7 @@ def check_event_state(chain: Model, events: Events, es: EventState, tol: float =
     longest rod / in radians; its continuous angle, on the branch of ``es.theta``, against
     :func:`diffchain._events.detection.limit_arc`). Works under ``jit``; returns ``es``."""
     model, F = chain, chain.n_features
-    general = model.topology == GENERAL
+    general = not model.serial
     if events.n != F:
         raise ValueError(f"Events are for {events.n} features, the mechanism has {F} (its points and stops): build "
                          "them with dc.Events(mechanism, ...)" if general else

@@ -1,4 +1,4 @@
-"""The :class:`MechanismBuilder`: a :class:`~diffchain.Model` of general topology drawn by points, bodies, joints,
+"""The :class:`MechanismBuilder`: a :class:`~diffchain.Model` of any topology drawn by points, bodies, joints,
 drivers, springs, motors and angle stops (seed 003 natural coordinates)."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from .._kinds.torsion import TorsionalSprings
 from .._state import State
 from .chain import G
 from .host import array
-from .model import GENERAL, Bodies, Model
+from .model import Bodies, Model
 from .._constraints.kinds import _R, Coincide, Distance, Driver, OnLine, PointKinds
 
 
@@ -34,7 +34,7 @@ def _finite_pair(value, name):
 
 
 class MechanismBuilder:
-    """Build a mechanism (a :class:`Model`, ``topology = "general"``) the way an engineer draws it: points, bodies,
+    """Build a mechanism (a :class:`Model`) the way an engineer draws it: points, bodies,
     joints, drivers, springs, motors.
 
         mb = MechanismBuilder()
@@ -315,7 +315,7 @@ class MechanismBuilder:
             damper_idx=array(np.asarray([d[:4] for d in self.dampers], int).reshape(-1, 4)),
             damper_c=f(fa(self.dampers, 4)), k_v=f([self.k_v.get(k, 0.0) for k in range(P)]) if self.k_v else None,
             limit_idx=array(np.asarray([lim[:4] for lim in self.limits], int).reshape(-1, 4)),
-            limit_lo=f(fa(self.limits, 4)), limit_hi=f(fa(self.limits, 5)), topology=GENERAL,
+            limit_lo=f(fa(self.limits, 4)), limit_hi=f(fa(self.limits, 5)),
             point_names=tuple(self.names), row_names=tuple(row_names), joint_rows=tuple(joint_rows),
             limit_names=tuple(self.limit_names), forces=forces)
         x0 = np.zeros((self._nc, 2))

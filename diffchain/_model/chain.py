@@ -15,7 +15,7 @@ import numpy as np
 
 from .checks import _require, _show, runtime_checks
 from .host import array as _array, float_dtype, xp as _xp
-from .model import PATH, Model
+from .model import Model
 
 G = 9.81  # seed 000 §4.1
 
@@ -23,7 +23,7 @@ G = 9.81  # seed 000 §4.1
 def Chain(m, l, *, guided=None, slider=None, s=None, c=None, k_omega=0.0, k_v=0.0, g=G, link_mass=None, link_com=None,
           link_inertia=None, torsion_k=None, torsion_theta0=None, check: bool = True) -> Model:
     """A planar chain of points ("joints") 1..n joined by rigid rods ("links") 1..n-1 (seed 000 §1–2): a
-    :class:`Model` with ``topology = "path"``.
+    :class:`Model` whose :attr:`~Model.serial` is True.
 
     Arrays (differentiable):
       m:        (n,)   point masses m_i > 0 (>= 0 where the links carry the mass)
@@ -132,7 +132,7 @@ def _path_model(a, guided, slider) -> Model:
                  point_kinds=PointKinds(guided, slider, a["s"], a["c"]), spring_idx=_array(np.zeros((0, 2), int)),
                  spring_k=none_f, spring_L0=none_f, spring_c=none_f, motor_idx=joints, damper_idx=joints,
                  damper_c=a["k_omega"], k_v=a["k_v"], limit_idx=_array(np.zeros((0, 4), int)), limit_lo=none_f,
-                 limit_hi=none_f, topology=PATH, forces=forces)
+                 limit_hi=none_f, forces=forces)
 
 
 def _check_values(a, guided, slider, check):

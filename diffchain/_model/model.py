@@ -26,7 +26,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from .._constraints.kinds import PointKinds
+from .._constraints.kinds import PointKinds, Rod
 from .._state import Control, State
 from .checks import compiled, describe
 from .forces import _speed
@@ -34,7 +34,6 @@ from .geometry import joint_accelerations, joint_velocities, wrap_angle, wrapped
 from .inertia import link_mass_blocks
 from .inputs import check_general_inputs, check_path_inputs
 
-PATH, GENERAL = "path", "general"
 
 
 class Bodies(eqx.Module):
@@ -56,14 +55,14 @@ class Model(eqx.Module):
     :func:`event_rollout`, :func:`diagnose`, :class:`Events`) takes a model. Two builders make one:
 
     * :func:`Chain` (and :func:`pendulum`, :func:`free_chain`, :func:`cart_chain`): points joined in a serial path
-      by rods, with guided and sliding points, point masses and rigid links; ``topology = "path"``, which the seed-000
+      by rods, with guided and sliding points, point masses and rigid links: a :attr:`serial` model, which the seed-000
       recursion needs;
     * :class:`MechanismBuilder`: any topology, bodies and attachment points, closed loops, drivers, springs, motors,
-      dampers and angle stops; ``topology = "general"``.
+      dampers and angle stops.
 
-    The topology is static: a solver that needs a path (:class:`Recursive`, :class:`ShortChain`) refuses other models
-    with a clear error. The state of either is a :class:`State`: the N coordinate points x (N, 2), their velocities
-    and the time.
+    Whether a model is serial is read off its kinds (:attr:`serial`): a solver that needs a path (:class:`Recursive`,
+    :class:`ShortChain`) refuses other models with a clear error. The state of either is a :class:`State`: the N
+    coordinate points x (N, 2), their velocities and the time.
 
     Points: ``W`` (2P, 2N), ``offset`` (2P,): all P points as P = W q + offset (None: the points are the coordinates).
     Mass: ``m`` (P,) point masses, ``bodies`` (:class:`Bodies`; a chain's links with distributed mass, None without),
@@ -115,7 +114,6 @@ class Model(eqx.Module):
     limit_idx: jax.Array
     limit_lo: jax.Array
     limit_hi: jax.Array
-    topology: str = eqx.field(static=True)
     forces: tuple = ()   # force kinds (diffchain._kinds: TorsionalSprings): energy(model, q), force(model, q, qd)
     point_names: tuple = eqx.field(static=True, default=())
     row_names: tuple = eqx.field(static=True, default=())
@@ -123,7 +121,15 @@ class Model(eqx.Module):
     limit_names: tuple = eqx.field(static=True, default=())
     nominal_rank: int = eqx.field(static=True, default=-1)
 
-    # -- sizes and a chain's names ---------------------------------------------------------------------------------
+    # -- structure, sizes and a chain's names ------------------------------------------------------------------------
+    @property
+    def serial(self) -> bool:
+        """Whether the model is a serial chain, the structure of the seed-000 recursion (Part I, §3): its coordinates
+        are its points (no point map ``W``) and its distance rows are the rods of a path
+        (:class:`~diffchain._constraints.kinds.Rod`, rod i joining points i and i+1). Read off the model's kinds, not
+        set by a builder: a model of any other structure takes the dense solvers."""
+        return self.W is None and isinstance(self.dist, Rod)
+
     @property
     def n(self) -> int:
         """N, the number of coordinate points (a chain's points)."""
@@ -322,7 +328,7 @@ class Model(eqx.Module):
     def check_inputs(self, state, control, who: str, steps: bool = False):
         """TypeError / ValueError at trace time unless ``state`` (may be None) and ``control`` (a Control, with a
         leading time axis if ``steps``; anything else is a policy or None and skipped) fit the model."""
-        (check_path_inputs if self.topology == PATH else check_general_inputs)(self, state, control, who, steps)
+        (check_path_inputs if self.serial else check_general_inputs)(self, state, control, who, steps)
 
     def zero_control(self, dtype):
         """The control of no input (one step), every field an array (the event rollout caches it): zero torques (one
@@ -335,7 +341,7 @@ class Model(eqx.Module):
 
     def weight(self):
         """A force scale of the model (its weight), for round-off thresholds of forces."""
-        if self.topology == PATH:
+        if self.serial:
             return jnp.sum(self.m) * jnp.maximum(self.g, 1.0)  # (g >= 1: the mass scale without gravity)
         # f_g sums every point's gravity: its y components add up to -m g; without gravity, the mass scale
         return jnp.maximum(jnp.abs(jnp.sum(self.f_g[1::2])), jnp.trace(self.M) / 2)
@@ -362,7 +368,7 @@ class Model(eqx.Module):
     def feature_angles(self, x, ref=None):
         """The limit features' angles (F,) in (-pi, pi], or on the branch within pi of ``ref`` (an angle's continuous
         value, carried from quantum to quantum)."""
-        if self.topology == PATH:
+        if self.serial:
             return wrapped_joint_angles(x, ref)
         theta = pad(self.limit_angles(x.reshape(-1)), self.n_features)
         return theta if ref is None else ref + wrap_angle(theta - ref)
@@ -370,7 +376,7 @@ class Model(eqx.Module):
     def angle_rates(self, x, v, a=None):
         """The limit features' angular velocities omega (F,) and, with ``a``, their angular accelerations alpha (F,):
         d theta / dt and d^2 theta / dt^2 along x(s) = x + s v + s^2 a / 2 at s = 0."""
-        if self.topology == PATH:
+        if self.serial:
             st = State(x, v)
             return joint_velocities(st) if a is None else (joint_velocities(st), joint_accelerations(st, a))
 

@@ -44,7 +44,7 @@ from .._solvers.recursive import chain_operator, kkt_solve, link_solve
 from .._constraints.system import constraint_jacobian
 from .._solvers.base import Solver
 from .._solvers.choice import check_solver
-from .._model.model import Model, PATH, check_model
+from .._model.model import Model, check_model
 from .._solvers.recursive_solver import Recursive
 from .._xla import linalg
 from .._constraints.chain import projector
@@ -128,7 +128,7 @@ def project(model, state: State, iterations: int = 2, solver: Solver | None = No
     Phi(q, t) = 0) and then its velocities projected onto the tangent space there (:func:`project_velocities`; a
     mechanism's Phi_q q_dot + Phi_t = 0), both in the mass metric; ``solver`` defaults to the model's."""
     solver = check_solver(solver, "project", check_model(model, "project"))
-    if model.topology != PATH:
+    if not model.serial:
         return project_mechanism(model, state, solver, iterations)
     x = project_positions(model, state.x, iterations, solver)
     return State(x, project_velocities(model, x, state.v, solver), state.t)

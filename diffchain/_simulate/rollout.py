@@ -16,7 +16,7 @@ from .integrators import Integrator
 from .._state import Control, State
 from .._model.checks import InputError, compiled, control_checks, describe, finite_state_check, runtime_checks
 from .._model.inputs import state_checks
-from .._model.model import Model, PATH, check_model
+from .._model.model import Model, check_model
 from .projection import Projected
 from .._solvers.implicit import KKT_SOLUTION
 from .._analysis.diagnosis import check_run, run_checks
@@ -77,7 +77,7 @@ def check_arguments(model, solver, integrator, who: str):
         raise TypeError(f"{who}: integrator must be an Integrator instance: Projected(), RATTLE(), RK4(), "
                         f"SemiImplicitEuler(), SeedQuantum() (or a subclass of diffchain.Integrator), got "
                         f"{describe(integrator)}")
-    if integrator.chains_only and model.topology != PATH:
+    if integrator.chains_only and not model.serial:
         raise TypeError(f"{who}: integrator must be a plain integrator (RK4(), SemiImplicitEuler(), SeedQuantum(), "
                         f"VelocityVerlet()) or one of them Projected(): {type(integrator).__name__} works on chains")
     return check_solver(solver, who, model)
@@ -170,7 +170,7 @@ def check_controls(chain, controls, n_steps, who):
 def _check_dtypes(chain, state, controls, who):
     arrays = [jnp.zeros((), chain.dtype), state.x] + ([controls.tau] if isinstance(controls, Control) else [])
     if jnp.result_type(*arrays) != state.x.dtype:
-        kind = "chain" if chain.topology == PATH else "mechanism"
+        kind = "chain" if chain.serial else "mechanism"
         raise TypeError(f"{who}: the state is {state.x.dtype} but the {kind} is {chain.dtype}"
                         + (f" and the controls {controls.tau.dtype}" if isinstance(controls, Control) else "")
                         + ": the steps would promote the state; build them in one dtype")
@@ -220,7 +220,7 @@ def rollout(model, state: State, controls, dt, *, n_steps: int | None = None, so
                                    or checkpoint < 1):
         raise ValueError(f"{who}: checkpoint must be None or an int >= 1 (steps per recomputed segment), got "
                          f"{checkpoint!r}")
-    if backend is not None and model.topology != PATH:
+    if backend is not None and not model.serial:
         raise TypeError(f"{who}: a mechanism runs with backend=None (the batched backends are for chains of point "
                         f"masses), got {describe(backend)}")
     controls = check_controls(model, controls, n_steps, who)
@@ -229,7 +229,7 @@ def rollout(model, state: State, controls, dt, *, n_steps: int | None = None, so
     pending = dt_checks(dt, who, check, integrator)
     pending += control_checks(controls, who, check) if isinstance(controls, Control) else []
     if check:  # the start on the rods and sliders, or on a mechanism's constraints
-        pending += state_checks(model, state) if model.topology == PATH else mechanism_state_checks(model, state, who)
+        pending += state_checks(model, state) if model.serial else mechanism_state_checks(model, state, who)
     if pending:  # one run-time check, tied to the start (small: no array of the inputs passes through it)
         state = State(runtime_checks((state.x,), pending)[0], state.v, state.t)
 

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 
 from .._constraints.system import system_terms
 from .._state import Control, State
-from .._model.model import PATH, Model
+from .._model.model import Model
 from .._xla import linalg
 from .base import Solution, Solver
 from .rank import _info, min_norm_multipliers, pivot_sequence, rank_info
@@ -203,7 +203,7 @@ class KKT(DenseSolver):
         return saddle_point_solve(M, Q, J, gamma, sel, self.factorization)
 
     def __call__(self, model: Model, state: State, control: Control, stab=None):
-        if model.topology != PATH:
+        if not model.serial:
             return super().__call__(model, state, control, stab)
         terms = system_terms(model, state, control, stab)
         return _model_solution(model, Solution(*direct_kkt(*terms, self.factorization)))

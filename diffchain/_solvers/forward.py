@@ -6,7 +6,7 @@ import jax.numpy as jnp
 
 from .._state import Control, State
 from .._model.checks import compiled, control_checks, describe, finite_state_check, runtime_checks
-from .._model.model import PATH, check_model
+from .._model.model import check_model
 from .base import Solver
 from .choice import check_solver
 from .rank import INCONSISTENT, NONFINITE, SINGULAR, STATUS
@@ -52,7 +52,7 @@ def forward_dynamics(model, state: State, control: Control | None = None, *, sol
         raise TypeError(f"{who}: control must be a diffchain.Control or None, got {describe(control)}")
     control = model.zero_control(model.dtype) if control is None else control
     model.check_inputs(state, control, who)
-    if held is not None and model.topology != PATH:
+    if held is not None and not model.serial:
         raise ValueError(f"{who}: held joints (seed 000 Part II) are a chain's; a mechanism holds its angle stops "
                          "in the event rollout, or prescribes an angle with a driver (MechanismBuilder.drive)")
     if check is not False:  # the inputs: finite (only their largest magnitudes enter the check)

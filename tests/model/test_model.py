@@ -286,26 +286,44 @@ def test_scalar_joint_damping_dissipates_exactly_at_the_joints():
 @pytest.mark.slow
 def test_chains_and_mechanisms_are_one_model():
     """A chain and a mechanism are the same pytree type, dc.Model; a chain's arrays are its catalogue kinds (rods as
-    distance rows, links as bodies, joint torques and damping as a motor and a damper at every joint), so the general
-    model's mass matrix, gravity and energy, applied to a chain with rigid links, equal the chain's own formulas."""
+    distance rows, links as bodies, joint torques and damping as a motor and a damper at every joint): its energy is
+    the points' and links' energy written out by hand, and the general formulas of gravity, motors, dampers and drag
+    (by automatic differentiation) give the chain's closed-form point forces."""
     chain = dc.pendulum(3, mass=[1.0, 2.0, 0.5], length=[1.0, 0.6, 0.8], k_omega=0.2, k_v=0.3, link_mass=[0.3, 0.5, 0.2],
                         link_com=[[0.4, 0.1], [0.3, -0.05], [0.5, 0.0]], link_inertia=[0.02, 0.01, 0.03])
     mech, mstart = systems.four_bar()
-    assert type(chain) is type(mech) is dc.Model and (chain.topology, mech.topology) == ("path", "general")
+    assert type(chain) is type(mech) is dc.Model
     assert chain.l is chain.dist.L and chain.k_omega is chain.damper_c and chain.link_mass is chain.bodies.mass
     np.testing.assert_array_equal(chain.motor_idx, [[-2, -1, 0, 1], [0, 1, 1, 2], [1, 2, 2, 3], [2, 3, -2, -1]])
     state = dc.from_joint_angles(chain, [0.4, -0.3, 1.1], [0.5, -1.0, 2.0])
     traj = jax.tree.map(lambda a, b: jnp.stack([a, b]), state, dc.from_joint_angles(chain, [1.0, 0.2, -0.7], [2, 0, 1]))
-    general = dataclasses.replace(chain, topology="general")     # the general model's formulas on the same arrays
-    for s in (state, traj):
-        np.testing.assert_allclose(general.energy(s), dc.energy(chain, s), rtol=1e-13)
+    assert chain.serial and not mech.serial
+
+    def energy(s):  # the points' and the links' (centre of mass and rotation) kinetic and potential energy, by hand
+        x, v, g = s.x, s.v, chain.g
+        E = 0.5 * jnp.sum(chain.m * jnp.sum(v**2, -1)) + g * jnp.sum(chain.m * x[:, 1])
+        for k in range(3):
+            d, dd = x[k + 1] - x[k], v[k + 1] - v[k]
+            e, l = d / jnp.linalg.norm(d), jnp.linalg.norm(d)
+            a, b = chain.bodies.com[k]
+            com = x[k] + a * e + b * jnp.array([-e[1], e[0]])
+            omega = (d[0] * dd[1] - d[1] * dd[0]) / l**2
+            e_dot = omega * jnp.array([-e[1], e[0]])
+            v_com = v[k] + a * e_dot + b * jnp.array([-e_dot[1], e_dot[0]])
+            mu, J = chain.bodies.mass[k], chain.bodies.inertia[k]
+            E += 0.5 * mu * v_com @ v_com + 0.5 * J * omega**2 + mu * g * com[1]
+        return E
+
+    np.testing.assert_allclose(dc.energy(chain, state), energy(state), rtol=1e-13)
+    np.testing.assert_allclose(dc.energy(chain, traj), [energy(jax.tree.map(lambda a: a[i], traj)) for i in range(2)],
+                               rtol=1e-13)
     # M a = F^e + J^T lambda: the chain's external forces, links' weight included, are the general gravity forces
     F = _forces.external_forces(chain, dc.State(state.x, 0 * state.v), dc.Control(tau=jnp.zeros(4)))
     np.testing.assert_allclose(chain.f_g, F.reshape(-1), rtol=1e-13, atol=1e-13)
     # and the motors', dampers' and drag's generalized forces are the chain's torques, damping and drag
     tau = jnp.array([0.3, -0.2, 0.5, 0.1])
     F = _forces.external_forces(chain, state, dc.Control(tau=tau))
-    Q = general.applied_forces(state.x.reshape(-1), state.v.reshape(-1), 0.0, tau)
+    Q = chain.applied_forces(state.x.reshape(-1), state.v.reshape(-1), 0.0, tau)
     np.testing.assert_allclose(Q, F.reshape(-1), rtol=1e-12, atol=1e-12)
     # a mechanism's energy takes a trajectory too
     moving = dc.State(mstart.x, jnp.array([[0.3, -0.2], [0.1, 0.5]]))
