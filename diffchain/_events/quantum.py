@@ -116,6 +116,26 @@ def _velocity(integrator, v, a, a1, h):
     return v + h * a
 
 
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
+def _control_change(accel, a, operands, control, cached):
+    """The change of the start accelerations ``a`` between the ``cached`` control and ``control``, where the two are
+    equal (the cache is used only then): zero, with the derivative of ``accel(operands, control)`` along the
+    controls' tangents (``accel`` is affine in the control, so that is A (d control - d cached), A = da/du at the
+    start).
+
+    The cached accelerations are those of the last quantum's control; without this term a derivative would take them
+    as independent of this quantum's control, and a sequence of equal controls would have the derivatives of another
+    program than the one a perturbation of a single control runs (a refresh at the start)."""
+    return jnp.zeros_like(a)
+
+
+@_control_change.defjvp
+def _control_change_jvp(accel, primals, tangents):
+    a, operands, control, cached = primals
+    d = jax.tree_util.tree_map(lambda p, q: p - q.astype(p.dtype), tangents[2], tangents[3])
+    return jnp.zeros_like(a), jax.jvp(lambda u: accel(operands, u), (control,), (d,))[1]
+
+
 def _quiet_trial(chain: Model, events: Events, es: EventState, a, control: Control, dt, stab, solver, integrator):
     """The one slot of a quantum in which nothing happens, written for that case alone: the trial over the whole
     quantum from the cached start accelerations ``a`` (seed §3), its solver call at the end and the error
@@ -220,6 +240,17 @@ def _event_quantum(chain: Model, events: Events, es: EventState, control: Contro
         es.fresh.astype(bool))
     # the slots carry the event masks only; the cache fields are set again at the end
     es0 = eqx.tree_at(_cache, es, (None,) * 5)
+    if es.a is not None and any(p is not q for p, q in zip(jax.tree_util.tree_leaves(control),
+                                                           jax.tree_util.tree_leaves(es.control))):
+        arrays, static = eqx.partition((chain, events, es0, stab), eqx.is_array)
+
+        def accel(arrays, u):  # the start accelerations under the control u (affine in u)
+            chain_, events_, es_, stab_ = eqx.combine(arrays, static)
+            s = es_.state
+            return constrained_dynamics(chain_, events_, es_, s.x, s.v, s.t, u, stab_, False, solver)[0]
+
+        cached = jax.tree_util.tree_map(lambda p, q: q.astype(p.dtype), control, es.control)
+        es = eqx.tree_at(lambda e: e.a, es, es.a + _control_change(accel, es.a, arrays, control, cached))
 
     def start(es):  # the slots' first carry: the release test at the start
         es_rel, rep0, (rel_c, rel_l) = release(eqx.tree_at(_cache, es, (None,) * 5), report0, es.R, es.tau_w, hit)
