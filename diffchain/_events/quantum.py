@@ -126,14 +126,22 @@ def _control_change(accel, a, operands, control, cached):
     The cached accelerations are those of the last quantum's control; without this term a derivative would take them
     as independent of this quantum's control, and a sequence of equal controls would have the derivatives of another
     program than the one a perturbation of a single control runs (a refresh at the start)."""
-    return jnp.zeros_like(a)
+    return _zero(a, operands, control, cached)
+
+
+def _zero(a, *args):
+    """Zeros like ``a``, batched under ``vmap`` where any of ``args`` is (as the tangent of :func:`_control_change`
+    is: JAX requires its value and its tangent to be batched alike)."""
+    leaves = [x for x in jax.tree_util.tree_leaves(args) if jnp.issubdtype(x.dtype, jnp.inexact)]
+    # (a select, not 0 * x: the arrays hold infinities, e.g. absent limits)
+    return sum((jnp.sum(jnp.where(jnp.isnan(x), 0.0, 0.0)).astype(a.dtype) for x in leaves), jnp.zeros_like(a))
 
 
 @_control_change.defjvp
 def _control_change_jvp(accel, primals, tangents):
     a, operands, control, cached = primals
     d = jax.tree_util.tree_map(lambda p, q: p - q.astype(p.dtype), tangents[2], tangents[3])
-    return jnp.zeros_like(a), jax.jvp(lambda u: accel(operands, u), (control,), (d,))[1]
+    return _zero(a, *primals[1:]), jax.jvp(lambda u: accel(operands, u), (control,), (d,))[1]
 
 
 def _quiet_trial(chain: Model, events: Events, es: EventState, a, control: Control, dt, stab, solver, integrator):
