@@ -199,6 +199,7 @@ def test_small_matrix_of_a_chain_dropped_on_the_ground():
     check_matrix(f, p, events=("impacts",), live=(".m", "dist.L", "base", "['theta']", "tau", ".g", "z0", "k_v"))
 
 
+@pytest.mark.slow
 def test_derivatives_with_respect_to_one_of_equal_consecutive_torques():
     """Equal consecutive controls (a torque held for 40 quanta, the usual start of an optimisation): each quantum
     starts from the accelerations the last one cached, which are those of the last control. The derivative with respect
