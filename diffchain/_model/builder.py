@@ -1,4 +1,4 @@
-"""The :class:`MechanismBuilder`: a :class:`~diffchain.Model` of any topology drawn by points, bodies, joints,
+"""The :class:`MechanismBuilder`: a :class:`~diffchain.Model` of any structure drawn by points, bodies, joints,
 drivers, springs, motors and angle stops (seed 003 natural coordinates)."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The input checks of a model: whether a state and a control fit a chain (:func:`check_path_inputs`,
-:func:`check_sizes`) or a mechanism (a :class:`~diffchain._model.model.Model` of any topology, built by
+:func:`check_sizes`) or a mechanism (a :class:`~diffchain._model.model.Model` of any structure, built by
 :class:`~diffchain.MechanismBuilder`: :func:`check_general_inputs`) at trace time (:meth:`diffchain.Model.check_inputs`),
 and whether a chain's state is on its rods and sliders (:func:`constraint_violation`, :func:`check_state`, the start
 check of :func:`diffchain.rollout` and :func:`diffchain.check_event_state`)."""

@@ -57,7 +57,7 @@ class Model(eqx.Module):
     * :func:`Chain` (and :func:`pendulum`, :func:`free_chain`, :func:`cart_chain`): points joined in a serial path
       by rods, with guided and sliding points, point masses and rigid links: a :attr:`serial` model, which the seed-000
       recursion needs;
-    * :class:`MechanismBuilder`: any topology, bodies and attachment points, closed loops, drivers, springs, motors,
+    * :class:`MechanismBuilder`: any linkage, bodies and attachment points, closed loops, drivers, springs, motors,
       dampers and angle stops.
 
     Whether a model is serial is read off its kinds (:attr:`serial`): a solver that needs a path (:class:`Recursive`,

@@ -101,7 +101,7 @@ active_solve.__doc__ = (
 
 class Recursive(Solver):
     """The O(n) recursion of seed 000: Part I (§3, §5, §6) with ``lax.scan`` sweeps, and Part II (§9–§11) for held
-    joints (point masses only; rigid links take a dense solver there). Chains only (serial topology)."""
+    joints (point masses only; rigid links take a dense solver there). Chains only (:attr:`Model.serial`)."""
 
     chains_only: ClassVar[bool] = True
 

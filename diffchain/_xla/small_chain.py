@@ -153,7 +153,7 @@ class ShortChain(Solver):
     :class:`~diffchain.Recursive` to round-off, in few kernels, with the same implicit derivatives
     (:func:`diffchain._solvers.implicit.implicit_solve`). The fastest solver for a single short chain, e.g.
     ``event_rollout(..., solver=ShortChain())``, forward and reverse; batched it is about as fast as
-    :class:`~diffchain.Recursive`, whose programs compile sooner. Chains only (serial topology); a longer chain or
+    :class:`~diffchain.Recursive`, whose programs compile sooner. Chains only (:attr:`Model.serial`); a longer chain or
     rigid links raise."""
 
     chains_only: ClassVar[bool] = True
