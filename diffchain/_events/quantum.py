@@ -132,9 +132,9 @@ def _control_change(accel, a, operands, control, cached):
 def _zero(a, *args):
     """Zeros like ``a``, batched under ``vmap`` where any of ``args`` is (as the tangent of :func:`_control_change`
     is: JAX requires its value and its tangent to be batched alike)."""
-    leaves = [x for x in jax.tree_util.tree_leaves(args) if jnp.issubdtype(x.dtype, jnp.inexact)]
-    # (a select, not 0 * x: the arrays hold infinities, e.g. absent limits)
-    return sum((jnp.sum(jnp.where(jnp.isnan(x), 0.0, 0.0)).astype(a.dtype) for x in leaves), jnp.zeros_like(a))
+    leaves = [x for x in jax.tree_util.tree_leaves(args) if jnp.issubdtype(x.dtype, jnp.inexact) and x.size]
+    # (one element of each: a select, not 0 * x, since the arrays hold infinities, e.g. absent limits)
+    return sum((jnp.where(jnp.isnan(x.reshape(-1)[0]), 0.0, 0.0).astype(a.dtype) for x in leaves), jnp.zeros_like(a))
 
 
 @_control_change.defjvp
@@ -243,13 +243,12 @@ def _event_quantum(chain: Model, events: Events, es: EventState, control: Contro
     # first same as last: with the same control, the accelerations the last quantum found at its end are those at
     # this start; only the release test has to be redone (the chatter counters have decayed since)
     # (a control that *is* the cached one, as :func:`event_rollout` passes with no input, needs no comparison)
-    hit = functools.reduce(jnp.logical_and, [jnp.all(p == q) for p, q in zip(
-        jax.tree_util.tree_leaves(control), jax.tree_util.tree_leaves(es.control)) if p is not q],
-        es.fresh.astype(bool))
+    compared = [(p, q) for p, q in zip(jax.tree_util.tree_leaves(control), jax.tree_util.tree_leaves(es.control))
+                if p is not q]
+    hit = functools.reduce(jnp.logical_and, [jnp.all(p == q) for p, q in compared], es.fresh.astype(bool))
     # the slots carry the event masks only; the cache fields are set again at the end
     es0 = eqx.tree_at(_cache, es, (None,) * 5)
-    if es.a is not None and any(p is not q for p, q in zip(jax.tree_util.tree_leaves(control),
-                                                           jax.tree_util.tree_leaves(es.control))):
+    if compared:  # the cached accelerations with the derivative of a change of control (:func:`_control_change`)
         arrays, static = eqx.partition((chain, events, es0, stab), eqx.is_array)
 
         def accel(arrays, u):  # the start accelerations under the control u (affine in u)
