@@ -20,7 +20,7 @@ from .model import Model
 G = 9.81  # seed 000 §4.1
 
 
-def Chain(m, l, *, guided=None, slider=None, s=None, c=None, k_omega=0.0, k_v=0.0, g=G, link_mass=None, link_com=None,
+def Chain(m, l, *, guided=None, slider=None, s=None, c=None, k_omega=None, k_v=None, g=G, link_mass=None, link_com=None,
           link_inertia=None, torsion_k=None, torsion_theta0=None, check: bool = True) -> Model:
     """A planar chain of points ("joints") 1..n joined by rigid rods ("links") 1..n-1 (seed 000 §1–2): a
     :class:`Model` whose :attr:`~Model.serial` is True.
@@ -31,8 +31,10 @@ def Chain(m, l, *, guided=None, slider=None, s=None, c=None, k_omega=0.0, k_v=0.
       s:        (n,2)  unit normal s_i of the line a slider point moves on (used where ``slider[i]``)
       c:        (n,)   offset of that line: the point stays on {x : s_i·x = c_i}
       k_omega:  (n,)   joint viscous damping: torque -k_omega_i * omega_i^z (seed §4.3); a scalar damps joints
-                       1..n-1 (joint n has no outgoing link: omega_n^z would be link n-1 against the world)
-      k_v:      (n,)   quadratic air drag: force -k_v_i * v_i * |v_i| (seed §4.3)
+                       1..n-1 (joint n has no outgoing link: omega_n^z would be link n-1 against the world);
+                       None (the default): no dampers, and nothing of them is computed
+      k_v:      (n,)   quadratic air drag: force -k_v_i * v_i * |v_i| (seed §4.3); None (the default): no drag
+                       (give 0.0 for a coefficient to differentiate from zero)
       g:        ()     gravitational acceleration, acting along -y (seed §4.1)
       torsion_k: (n,)  optional torsional springs at the joints (None: none): the torque -torsion_k_i
                        wrap(theta_i - torsion_theta0_i) at joint i, about the joint's motor angle theta_i (link i
@@ -66,12 +68,15 @@ def Chain(m, l, *, guided=None, slider=None, s=None, c=None, k_omega=0.0, k_v=0.
     a = {"m": m, "l": l}
     a["s"] = _per_point_or_one(s if s is not None else [0.0, 1.0], (n, 2), dtype, "Chain: s (slider normals)")
     a["c"] = _per_point_or_one(0.0 if c is None else c, (n,), dtype, "Chain: c (slider offsets)")
-    k_omega = _array(k_omega, dtype)
-    if k_omega.ndim == 0:
-        xp = _xp(k_omega)
-        k_omega = _array(xp.where(xp.arange(n) < n - 1, k_omega, 0.0), dtype)
-    a["k_omega"] = k_omega
-    a["k_v"] = _per_point_or_one(k_v, (n,), dtype, "Chain: k_v")
+    if k_omega is not None:
+        k_omega = _array(k_omega, dtype)
+        if k_omega.ndim == 0:
+            xp = _xp(k_omega)
+            k_omega = _array(xp.where(xp.arange(n) < n - 1, k_omega, 0.0), dtype)
+        _require(k_omega.shape == (n,), f"Chain: k_omega must be a scalar or have shape ({n},), got {k_omega.shape}")
+        a["k_omega"] = k_omega
+    if k_v is not None:
+        a["k_v"] = _per_point_or_one(k_v, (n,), dtype, "Chain: k_v")
     if torsion_k is not None:
         tk = _array(torsion_k, dtype)
         if tk.ndim == 0:
@@ -90,7 +95,6 @@ def Chain(m, l, *, guided=None, slider=None, s=None, c=None, k_omega=0.0, k_v=0.
     slider = _array(np.zeros((n,), bool) if slider is None else slider, bool)
     _require(guided.shape == (n,), f"Chain: guided must have one flag per point (n = {n}), got shape {guided.shape}")
     _require(slider.shape == (n,), f"Chain: slider must have one flag per point (n = {n}), got shape {slider.shape}")
-    _require(k_omega.shape == (n,), f"Chain: k_omega must be a scalar or have shape ({n},), got {k_omega.shape}")
     links = not (link_mass is None and link_com is None and link_inertia is None)
     if links:
         k = (n - 1,)
@@ -130,8 +134,9 @@ def _path_model(a, guided, slider) -> Model:
     return Model(W=None, offset=None, m=m, bodies=bodies, g=a["g"], dist=Rod(start, end, a["l"]),
                  coin=Coincide(none_i, none_i), line=OnLine(none_i, none_i, none_i, none_f), drivers=(), on=None,
                  point_kinds=PointKinds(guided, slider, a["s"], a["c"]), spring_idx=_array(np.zeros((0, 2), int)),
-                 spring_k=none_f, spring_L0=none_f, spring_c=none_f, motor_idx=joints, damper_idx=joints,
-                 damper_c=a["k_omega"], k_v=a["k_v"], limit_idx=_array(np.zeros((0, 4), int)), limit_lo=none_f,
+                 spring_k=none_f, spring_L0=none_f, spring_c=none_f, motor_idx=joints,
+                 damper_idx=joints if "k_omega" in a else _array(np.zeros((0, 4), int)),
+                 damper_c=a.get("k_omega", none_f), k_v=a.get("k_v"), limit_idx=_array(np.zeros((0, 4), int)), limit_lo=none_f,
                  limit_hi=none_f, forces=forces)
 
 
@@ -158,7 +163,7 @@ def _check_values(a, guided, slider, check):
     else:
         verify("m", lambda xp, v: ~(v > 0), "positive")
     verify("l", lambda xp, v: ~(v > 0), "positive")
-    for name in ("k_omega", "k_v") + (("torsion_k",) if "torsion_k" in a else ()):
+    for name in [k for k in ("k_omega", "k_v", "torsion_k") if k in a]:
         verify(name, lambda xp, v: ~(xp.isfinite(v) & (v >= 0)), "finite and non-negative")
     verify("g", finite, "finite")
     verify("c", finite, "finite")

@@ -26,7 +26,7 @@ def torque_forces(x, tau):
 
 
 def damping_torques(chain, state: State):
-    """Joint viscous damping -k_omega omega^z (seed §4.3)."""
+    """Joint viscous damping -k_omega omega^z (seed §4.3); zeros without dampers."""
     return -chain.k_omega * joint_velocities(state)
 
 
@@ -38,7 +38,9 @@ def _speed(U, V):
 
 
 def drag_forces(chain, state: State):
-    """Quadratic air drag -k_v v |v| (seed §4.3), with a finite gradient at v = 0."""
+    """Quadratic air drag -k_v v |v| (seed §4.3), with a finite gradient at v = 0; zeros without drag."""
+    if chain.k_v is None:
+        return jnp.zeros_like(state.v)
     return -chain.k_v[:, None] * state.v * _speed(state.v[:, 0], state.v[:, 1])[:, None]
 
 
@@ -46,10 +48,12 @@ def external_forces_c(chain, X, Y, U, V, control: Control):
     """F^e of the point masses by components (F_x, F_y): gravity + torques (applied and damping -k_omega omega^z)
     + drag + user point forces (seed §4) + the force kinds' generalized forces (``chain.forces``; a chain's points are
     its coordinates, so a kind's generalized force (2n,) is its point force (n, 2)). The links' own weight is added by
-    :func:`external_forces`."""
+    :func:`external_forces`. A chain without dampers or drag (``damper_idx`` empty, ``k_v`` None) computes neither."""
     _, _, _, inv_rho, rx, ry = links_c(X, Y)
-    omega_z = _pad_diff(link_omega_c(rx, ry, inv_rho, *rod_diff_c(U, V)))
-    fx, fy = _torque_forces_c(rx, ry, inv_rho, control.tau - chain.k_omega * omega_z)
+    tau = control.tau
+    if chain.damper_idx.shape[0]:
+        tau = tau - chain.damper_c * _pad_diff(link_omega_c(rx, ry, inv_rho, *rod_diff_c(U, V)))
+    fx, fy = _torque_forces_c(rx, ry, inv_rho, tau)
     if chain.forces:
         q, qd = jnp.stack([X, Y], -1).reshape(-1), jnp.stack([U, V], -1).reshape(-1)
         Q = sum(f.force(chain, q, qd) for f in chain.forces).reshape(-1, 2)
@@ -59,8 +63,8 @@ def external_forces_c(chain, X, Y, U, V, control: Control):
 
 def point_forces(fx, fy, U, V, m, k_v, g, ux, uy):
     """F^e of :func:`external_forces_c` at a point (elementwise) from its torque forces fx, fy: gravity, drag, and the
-    user force (ux, uy)."""
-    drag = k_v * _speed(U, V)
+    user force (ux, uy); ``k_v`` None: no drag."""
+    drag = 0.0 if k_v is None else k_v * _speed(U, V)
     return fx - drag * U + ux, fy - g * m - drag * V + uy
 
 

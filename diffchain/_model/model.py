@@ -155,8 +155,9 @@ class Model(eqx.Module):
 
     @property
     def k_omega(self):
-        """A chain's joint viscous damping (n,): torque -k_omega_i omega_i^z at joint i (seed 000 §4.3)."""
-        return self.damper_c
+        """A chain's joint viscous damping (n,): torque -k_omega_i omega_i^z at joint i (seed 000 §4.3); zeros for a
+        chain built without dampers (:attr:`damper_idx` empty, nothing of them computed)."""
+        return self.damper_c if self.damper_idx.shape[-2] else jnp.zeros_like(self.m)
 
     @property
     def has_links(self) -> bool:

@@ -176,8 +176,13 @@ def lean_kind(chain: Model):
     """Which program a batch of chains (``chain``'s arrays may carry a batch axis) takes under ``vmap``: 0 the lean form
     point by point (no slider, damping or drag in any of them), 1 on point-major arrays with sliders, 2 with sliders,
     damping and drag (the ``kind`` of :func:`adjoint_terms`)."""
-    friction = jnp.any(chain.k_omega != 0) | jnp.any(chain.k_v != 0)
+    friction = jnp.any(chain.k_omega != 0) | jnp.any(_drag(chain) != 0)
     return jnp.where(friction, 2, jnp.where(jnp.any(chain.slider_mask), 1, 0))
+
+
+def _drag(chain: Model):
+    """The chain's drag coefficients k_v, zeros for a chain without drag (``k_v`` None)."""
+    return jnp.zeros_like(chain.m) if chain.k_v is None else chain.k_v
 
 
 def _runtime(chain: Model) -> Model:
@@ -344,7 +349,7 @@ def adjoint_terms(chain: Model, X, Y, U, V, u, w, tol, kind=0):
     E = du * du + dv * dv - ddv * ddv * inv_sq + (sq - rho * l) * w * w + 2.0 * w * ddv
     extra = {}
     if kind == 2:  # joint damping -k_omega omega^z and drag -k_v |v| v (seed §4.3), omega^z_i = w_i - w_{i-1}
-        kw, kv = _pm(chain.k_omega), _pm(chain.k_v)
+        kw, kv = _pm(chain.k_omega), _pm(_drag(chain))
         omega_z = -_to_points((dx * dv - dy * du) * inv_sq)  # w_k = (d_k x dv_k) / rho_k^2, the links' rates
         tau = tau - kw * omega_z
         drag = kv * _speed(U, V)

@@ -98,7 +98,7 @@ class PointMajor(Backend):
             leaves = [(path, a, b) for (path, a), b in zip(jax.tree_util.tree_flatten_with_path(args)[0],
                                                            jax.tree.leaves(in_batched)) if _inexact(a)]
             # (group, field): the chain's and the state's fields, the open-loop inputs' or the policy's argument index
-            keys = [_key(path) for path, _, _ in leaves]
+            keys = [_key(path) if jnp.size(a) else ("chain", None) for path, a, _ in leaves]  # (none: no dampers)
             want = {k for k, w in zip(keys, wanted) if w}  # the adjoint computes only the cotangents asked for
 
             def fast(args, res, cts, kind):

@@ -96,7 +96,7 @@ def cart_generalized_control(Q) -> Control:
     return Control(tau=tau, F=F)
 
 
-def _cart_chain(m_cart, L, mass, com, inertia, k_omega=0.0, g=9.81) -> Model:
+def _cart_chain(m_cart, L, mass, com, inertia, k_omega=None, g=9.81) -> Model:
     k = len(L)
     s = jnp.zeros((k + 1, 2)).at[0].set(jnp.array([0.0, 1.0]))
     return Chain(jnp.array([m_cart] + [0.0] * k), jnp.asarray(L), slider=[True] + [False] * k, s=s, c=0.0,

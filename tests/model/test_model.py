@@ -1,5 +1,6 @@
 """Model building, bad input, joint-space views and sensitivities."""
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -227,6 +228,39 @@ def test_joint_damping_and_drag_dissipate():
     F_d = _forces.drag_forces(chain, state)
     assert float(jnp.sum(tau_d * dc.joint_velocities(state))) < 0
     assert float(jnp.sum(F_d * state.v)) < 0
+
+
+def _equations(jaxpr):
+    """The number of equations of a jaxpr, those of its inner jaxprs (jit, scan, cond, custom rules) included."""
+    count = 0
+    for eqn in jaxpr.eqns:
+        count += 1
+        for p in eqn.params.values():
+            for q in p if isinstance(p, (tuple, list)) else (p,):
+                inner = getattr(q, "jaxpr", q)
+                if hasattr(inner, "eqns"):
+                    count += _equations(inner)
+    return count
+
+
+def test_absent_dampers_and_drag_are_not_computed():
+    """A chain built without k_omega and k_v has no dampers and no drag: it moves as one with zero coefficients, to
+    round-off with every solver, and its accelerations' program holds fewer operations (nothing of the two is
+    computed). A coefficient given, even 0.0, is a parameter (its derivative exists)."""
+    same = functools.partial(np.testing.assert_allclose, rtol=1e-14, atol=1e-14)
+    bare, zero = dc.pendulum(3), dc.pendulum(3, k_omega=0.0, k_v=0.0)
+    assert bare.damper_idx.shape[0] == 0 and bare.k_v is None and zero.damper_c.shape == (4,)
+    state = dc.from_joint_angles(bare, jnp.array([0.3, 0.9, -0.7]), jnp.array([1.0, -2.0, 0.5]))
+    u = dc.Control(tau=jnp.array([0.0, 0.4, -0.3, 0.2]))
+    for solver in (dc.Recursive(), dc.Banded(), dc.KKT()):
+        same(dc.forward_dynamics(bare, state, u, solver=solver), dc.forward_dynamics(zero, state, u, solver=solver))
+    same(dc.rollout(bare, state, None, 1e-3, n_steps=50)[0].x, dc.rollout(zero, state, None, 1e-3, n_steps=50)[0].x)
+    size = lambda chain: _equations(jax.make_jaxpr(  # noqa: E731
+        lambda s: dc.forward_dynamics(chain, s, u, check=False))(state).jaxpr)
+    assert size(bare) < size(zero)
+    np.testing.assert_array_equal(bare.k_omega, jnp.zeros(4))
+    grad = jax.grad(lambda c: jnp.sum(dc.forward_dynamics(c, state, u) ** 2), allow_int=True)(zero)
+    assert float(jnp.max(jnp.abs(grad.k_v))) > 0  # drag is zero here, its derivative is not (v != 0)
 
 
 @pytest.mark.slow

@@ -29,7 +29,7 @@ def lean_problem(n, seed, sliders=True):
     (Not its near-stretched and near-folded poses: between two guided points those are close to singular, and any two
     exact solvers drift apart there -- the recursion and the KKT form by up to 1e-8 m in 40 steps.)"""
     chain, state, control, _ = make_problem(n, seed, pose="random")
-    chain = eqx.tree_at(lambda c: (c.k_omega, c.k_v), chain, (jnp.zeros_like(chain.k_omega), jnp.zeros_like(chain.k_v)))
+    chain = eqx.tree_at(lambda c: (c.damper_c, c.k_v), chain, (jnp.zeros_like(chain.damper_c), jnp.zeros_like(chain.k_v)))
     if not sliders:
         chain = eqx.tree_at(lambda c: c.point_kinds.slider, chain, jnp.zeros_like(chain.slider))
     chain, state = consistent_start(chain, state)
@@ -138,7 +138,7 @@ def test_chains_with_damping_or_drag_are_the_recursions():
     chains, states, u = batch(4, range(3))
     k_omega = chains.k_omega.at[jnp.array([0, 2]), 1:].set(0.3)
     k_v = chains.k_v.at[jnp.array([1, 2]), 1:].set(0.1)
-    other = eqx.tree_at(lambda c: (c.k_omega, c.k_v), chains, (k_omega, k_v))
+    other = eqx.tree_at(lambda c: (c.damper_c, c.k_v), chains, (k_omega, k_v))
     assert int(lean.lean_kind(other)) == 2
     got = jax.jit(jax.vmap(lambda c, s, u: point_major(c, s, u, DT)))(other, states, u)
     assert_same_rollout(got, jax.jit(jax.vmap(lambda c, s, u: array_form(c, s, u)))(other, states, u))
