@@ -136,8 +136,8 @@ def _path_model(a, guided, slider) -> Model:
                  point_kinds=PointKinds(guided, slider, a["s"], a["c"]), spring_idx=_array(np.zeros((0, 2), int)),
                  spring_k=none_f, spring_L0=none_f, spring_c=none_f, motor_idx=joints,
                  damper_idx=joints if "k_omega" in a else _array(np.zeros((0, 4), int)),
-                 damper_c=a.get("k_omega", none_f), k_v=a.get("k_v"), limit_idx=_array(np.zeros((0, 4), int)), limit_lo=none_f,
-                 limit_hi=none_f, forces=forces)
+                 damper_c=a.get("k_omega", none_f), k_v=a.get("k_v"), limit_idx=_array(np.zeros((0, 4), int)),
+                 limit_lo=none_f, limit_hi=none_f, forces=forces)
 
 
 def _check_values(a, guided, slider, check):
