@@ -69,21 +69,11 @@ def Chain(m, l, *, guided=None, slider=None, s=None, c=None, k_omega=None, k_v=N
     a["s"] = _per_point_or_one(s if s is not None else [0.0, 1.0], (n, 2), dtype, "Chain: s (slider normals)")
     a["c"] = _per_point_or_one(0.0 if c is None else c, (n,), dtype, "Chain: c (slider offsets)")
     if k_omega is not None:
-        k_omega = _array(k_omega, dtype)
-        if k_omega.ndim == 0:
-            xp = _xp(k_omega)
-            k_omega = _array(xp.where(xp.arange(n) < n - 1, k_omega, 0.0), dtype)
-        _require(k_omega.shape == (n,), f"Chain: k_omega must be a scalar or have shape ({n},), got {k_omega.shape}")
-        a["k_omega"] = k_omega
+        a["k_omega"] = _per_joint(k_omega, n, dtype, "k_omega")
     if k_v is not None:
         a["k_v"] = _per_point_or_one(k_v, (n,), dtype, "Chain: k_v")
     if torsion_k is not None:
-        tk = _array(torsion_k, dtype)
-        if tk.ndim == 0:
-            xp = _xp(tk)
-            tk = _array(xp.where(xp.arange(n) < n - 1, tk, 0.0), dtype)
-        _require(tk.shape == (n,), f"Chain: torsion_k must be a scalar or have shape ({n},), got {tk.shape}")
-        a["torsion_k"] = tk
+        a["torsion_k"] = _per_joint(torsion_k, n, dtype, "torsion_k")
         a["torsion_theta0"] = _per_point_or_one(0.0 if torsion_theta0 is None else torsion_theta0, (n,), dtype,
                                                 "Chain: torsion_theta0")
     else:
@@ -204,6 +194,16 @@ def _lowest_mass_eigenvalues(chain):
     from .inertia import point_mass_blocks
 
     return jnp.linalg.eigvalsh(point_mass_blocks(chain))[:, 0]
+
+
+def _per_joint(value, n, dtype, name):
+    """A per-joint coefficient (n,); a scalar acts at joints 1..n-1 (joint n has no outgoing link)."""
+    value = _array(value, dtype)
+    if value.ndim == 0:
+        xp = _xp(value)
+        value = _array(xp.where(xp.arange(n) < n - 1, value, 0.0), dtype)
+    _require(value.shape == (n,), f"Chain: {name} must be a scalar or have shape ({n},), got {value.shape}")
+    return value
 
 
 def _per_point_or_one(value, shape, dtype, name):
