@@ -69,7 +69,7 @@ def constrained_dynamics(chain: Model, events: Events, es: EventState, x, v, t, 
         sol = solver.held(ch, s_in, u, held, alpha_w, theta_bar, stab_in)
         return sol.a, sol.forces, sol.tau_w
 
-    a, phi, tau_w = rare_cond(jnp.any(held), part_two, part_one, None)
+    a, phi, tau_w = rare_cond(jnp.any(held), part_two, part_one, None, covers=True)
 
     def reactions(_):
         _, _, r = links(x)

@@ -178,7 +178,7 @@ def sparse_size(axis_size):
     return max(8, axis_size // 16)
 
 
-def rare_cond(pred, rare, common, operand, gather=False):
+def rare_cond(pred, rare, common, operand, gather=False, covers=False):
     """``lax.cond(pred, rare, common, operand)`` for a branch ``rare`` that few elements of a batch take.
 
     On one chain it is that cond. Under ``vmap``, where the cond would become a select that computes both branches
@@ -195,7 +195,14 @@ def rare_cond(pred, rare, common, operand, gather=False):
     transpose are skipped for the whole batch when no element takes it, and run on all of it otherwise. With
     ``gather``, reverse mode has a rule of its own (:func:`batch_form`): the backward pass recomputes the branch each
     element took and pulls its cotangents back through it, under ``vmap`` gathered like the forward pass, so that a
-    rare branch taken by a few elements costs a few elements in the gradient too."""
+    rare branch taken by a few elements costs a few elements in the gradient too.
+
+    ``covers``: ``rare`` is right for every element, also those that do not take it (``common`` is a cheaper form of
+    the same result, e.g. a solver without the rows that are switched off). Then a batch in which any element takes
+    ``rare`` runs it on all of them, without the select, and every derivative is the cond's own on one element and a
+    cond on :func:`any_in_batch` under ``vmap``: half the program of the select form, whose rare branch must be cut
+    from the elements that do not take it."""
+    assert not (covers and gather), "rare_cond: covers and gather exclude each other"
     g1, k1 = _explicit(rare, operand)
     g0, k0 = _explicit(common, operand)
 
@@ -209,6 +216,8 @@ def rare_cond(pred, rare, common, operand, gather=False):
             k1_, x_ = jax.tree.map(lambda v: jnp.where(inner, v, jax.lax.stop_gradient(v)), (k1, x))
             return jax.tree.map(lambda a, b: jnp.where(inner, a, b), g1(k1_, x_), g0(k0, x))
 
+        if covers:
+            return jax.lax.cond(outer, lambda x: g1(k1, x), lambda x: g0(k0, x), x)
         return jax.lax.cond(outer, select, lambda x: g0(k0, x), x)
 
     size_of = sparse_size if gather else (lambda n: n)
@@ -226,7 +235,7 @@ def rare_cond(pred, rare, common, operand, gather=False):
             idx = jnp.nonzero(pred, size=size, fill_value=axis_size)[0]  # the fill index is out of range: dropped
             return rare_on(idx, jnp.minimum(idx, axis_size - 1), size)
 
-        branches = [lambda _: common_all(), sparse, lambda _: keep(rare_all(), common_all())]
+        branches = [lambda _: common_all(), sparse, lambda _: rare_all() if covers else keep(rare_all(), common_all())]
         if size >= axis_size:
             return jax.lax.cond(count == 0, branches[0], branches[2], None)
         return jax.lax.switch(jnp.where(count == 0, 0, jnp.where(count <= size, 1, 2)), branches, None)

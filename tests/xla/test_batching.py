@@ -79,6 +79,30 @@ def test_grad_of_vmap_equals_vmap_of_grad_and_stays_finite():
     np.testing.assert_allclose(g[1], np.where(p, 0.5 * k / np.sqrt(np.abs(y)), 2 * y), rtol=1e-14)  # closed form
 
 
+@pytest.mark.parametrize("taken", [0, 3, B])
+def test_a_rare_branch_that_covers_every_element(taken):
+    """``covers``: the rare branch is right for every element (here the same function written two ways, with a
+    round-off difference), so a batch in which any element takes it runs it everywhere: each element gets the cond's
+    result to round-off, and the derivatives in both orders of grad and vmap equal the closed form. Its derivative
+    program is a cond, not the select of both branches: smaller than the select form's."""
+    rng = np.random.default_rng(taken)
+    p = np.zeros(B, bool)
+    p[rng.permutation(B)[:taken]] = True
+    p, k, y = jnp.asarray(p), jnp.asarray(rng.normal(size=B)), jnp.asarray(rng.normal(size=B))
+
+    def f(p, k, y, covers=True):
+        return rare_cond(p, lambda y: 0.5 * (k * y) * (k * y), lambda y: 0.5 * k * k * y * y, y, covers=covers)
+
+    np.testing.assert_allclose(jax.jit(jax.vmap(f))(p, k, y), 0.5 * k**2 * y**2, rtol=1e-15)
+    g = jax.grad(lambda k, y: jnp.sum(jax.vmap(f)(p, k, y)), (0, 1))(k, y)
+    h = jax.vmap(jax.grad(f, (1, 2)))(p, k, y)
+    for u, v, want in zip(g, h, (k * y**2, k**2 * y)):
+        np.testing.assert_allclose(u, want, rtol=1e-14)
+        np.testing.assert_allclose(v, want, rtol=1e-14)
+    size = [len(str(jax.make_jaxpr(jax.grad(lambda y: f(p[0], k[0], y, c)))(y[0]))) for c in (True, False)]
+    assert size[0] < 0.8 * size[1], size
+
+
 def test_unbatched_predicate_and_one_element():
     k = jnp.asarray([0.5, -1.0])
     x = {"y": jnp.ones((2, 3)), "i": jnp.zeros(2, int)}
