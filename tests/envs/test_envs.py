@@ -81,13 +81,13 @@ def test_preset_matches_gymnasium_step_for_step(name):
         a = policy(rng, s0, episode)
         g_obs, g_reward, g_term, g_trunc, _ = genv.step(a)
         key, k = jax.random.split(key)
-        obs, state, reward, done, info = step(k, state, jnp.asarray(a), params)
+        obs, state, reward, terminated, info = step(k, state, jnp.asarray(a), params)
         np.testing.assert_allclose(np.asarray(state.s), np.asarray(genv.unwrapped.state, np.float64), rtol=RTOL,
                                    atol=ATOL, err_msg=f"{name} step {i}")
         np.testing.assert_array_equal(np.asarray(obs, np.float32), g_obs, err_msg=f"{name} step {i}")
         np.testing.assert_allclose(float(reward), g_reward, rtol=1e-12, atol=0, err_msg=f"{name} step {i}")
         assert (bool(info["terminated"]), bool(info["truncated"])) == (g_term, g_trunc), f"{name} step {i}"
-        assert bool(done) == (g_term or g_trunc)
+        assert bool(terminated) == g_term  # gymnax >= 1.0: step_env's flag is termination alone
         counts["terminated"] += g_term
         counts["truncated"] += g_trunc
         if g_term or g_trunc:
@@ -127,10 +127,11 @@ def test_cartpole_params_vary_under_vmap_as_gymnasiums_attributes():
 # ------------------------------------------------------------------------------------------ gymnax's API
 
 def test_gymnax_api_under_jit_and_vmap_with_auto_reset():
-    """As gymnax's README: ``jax.vmap(env.step, in_axes=(0, 0, 0, None))`` under ``jax.jit``. A batched step is each
-    element's ``step_env`` where the episode goes on; where it ends (termination or truncation), the state and
-    observation are a fresh episode's from the key split off the step's key, reward and info the ending step's
-    (Gymnasium's rule: +1 on the terminating step)."""
+    """As gymnax's README: ``jax.vmap(env.step, in_axes=(0, 0, 0, None))`` under ``jax.jit``, gymnax >= 1.0's
+    ``(obs, state, reward, terminated, truncated, info)``. A batched step is each element's ``step_env`` where the
+    episode goes on; where it ends (termination or truncation), the state and observation are a fresh episode's from
+    the key split off the step's key, reward, flags and info the ending step's (Gymnasium's rule: +1 on the
+    terminating step), and ``info["final_observation"]`` is the ending step's observation."""
     env, params, step_env = _preset("CartPole-v1")
     n = 8
     keys = jax.random.split(jax.random.PRNGKey(0), n)
@@ -141,24 +142,56 @@ def test_gymnax_api_under_jit_and_vmap_with_auto_reset():
     state = envs.GymState(s, state.steps.at[1].set(params.max_steps - 1))
     actions = jnp.arange(n) % 2
     vstep = jax.jit(jax.vmap(env.step, in_axes=(0, 0, 0, None)))
-    b_obs, b_state, b_reward, b_done, b_info = vstep(keys, state, actions, params)
-    assert b_obs.shape == (n, 4) and b_reward.shape == b_done.shape == (n,)
+    out = vstep(keys, state, actions, params)
+    assert len(out) == 6
+    b_obs, b_state, b_reward, b_term, b_trunc, b_info = out
+    assert b_obs.shape == (n, 4) and b_reward.shape == b_term.shape == b_trunc.shape == (n,)
+    assert sorted(b_info) == ["discount", "final_observation", "terminated", "truncated"]
     for i in range(n):
-        obs_i, state_i, reward_i, done_i, info_i = step_env(jax.random.split(keys[i])[0],
+        obs_i, state_i, reward_i, term_i, info_i = step_env(jax.random.split(keys[i])[0],
                                                             jax.tree.map(lambda a: a[i], state), actions[i], params)
+        info_i = {**info_i, "final_observation": obs_i}
         if i < 2:  # reset: the fresh episode of the split-off key
             obs_i, state_i = env.reset(jax.random.split(keys[i])[1], params)
-        for b, o in zip(jax.tree.leaves((b_obs, b_state, b_reward, b_done, b_info)),
-                        jax.tree.leaves((obs_i, state_i, reward_i, done_i, info_i))):
+        for b, o in zip(jax.tree.leaves((b_obs, b_state, b_reward, b_term, b_trunc, b_info)),
+                        jax.tree.leaves((obs_i, state_i, reward_i, term_i, info_i["truncated"], info_i))):
             np.testing.assert_allclose(b[i], o, rtol=1e-12, atol=1e-15)
-    assert b_done.tolist() == [True, True] + [False] * (n - 2)
-    assert b_info["terminated"].tolist() == [True] + [False] * (n - 1)
-    assert b_info["truncated"].tolist() == [False, True] + [False] * (n - 2)
+    assert b_term.tolist() == [True] + [False] * (n - 1)
+    assert b_trunc.tolist() == [False, True] + [False] * (n - 2)
+    assert b_info["terminated"].tolist() == b_term.tolist() and b_info["truncated"].tolist() == b_trunc.tolist()
     assert b_info["discount"].tolist() == [0.0] + [1.0] * (n - 1)
     assert b_reward.tolist() == [1.0] * n
     assert b_state.steps.tolist() == [0, 0] + [1] * (n - 2) and float(jnp.max(jnp.abs(b_obs[:2]))) <= 0.05
-    # the others moved on by one explicit Euler step of Gymnasium's equations (x += dt x')
+    # the others moved on by one explicit Euler step of Gymnasium's equations (x += dt x'), and so did the final
+    # observations, also of the two that ended (element 0 past the edge of the track: 2.399 + 0.02 * 1.0)
     np.testing.assert_allclose(b_state.s[2:, 0], s[2:, 0] + 0.02 * s[2:, 1], rtol=1e-14)
+    np.testing.assert_allclose(b_info["final_observation"][:, 0], s[:, 0] + 0.02 * s[:, 1], rtol=1e-14)
+    np.testing.assert_array_equal(b_info["final_observation"][2:], b_obs[2:])
+
+
+def test_legacy_api_is_gymnax_before_1_0():
+    """``with_legacy_api()``: gymnax's API before 1.0, ``(obs, state, reward, done, info)`` with done = terminated or
+    truncated (also ``step_env``'s), the same values as the current API's."""
+    env, params, _ = _preset("CartPole-v1")
+    old = env.with_legacy_api()
+    assert old.legacy_api and not env.legacy_api and "legacy_api=True" in repr(old)
+    edge = envs.GymState(jnp.array([[2.399, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]]),
+                         jnp.array([0, params.max_steps - 1, 0], jnp.int32))  # terminates, truncated, goes on
+    keys = jax.random.split(jax.random.PRNGKey(2), 3)
+
+    def both(e):
+        return (jax.vmap(e.step, in_axes=(0, 0, None, None))(keys, edge, 1, params),
+                jax.vmap(e.step_env, in_axes=(0, 0, None, None))(keys, edge, 1, params))
+
+    (new_step, new_env), (old_step, old_env) = jax.jit(lambda: (both(env), both(old)))()
+    assert len(old_step) == 5 and len(old_env) == 5
+    obs, state, reward, term, trunc, info = new_step
+    assert old_step[3].tolist() == (term | trunc).tolist() == [True, True, False]
+    assert old_env[3].tolist() == [True, True, False] and new_env[3].tolist() == [True, False, False]
+    for a, b in zip(jax.tree.leaves(old_step), jax.tree.leaves((obs, state, reward, term | trunc, info))):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(TypeError, match="with_legacy_api: legacy must be a bool, got str"):
+        env.with_legacy_api("yes")
 
 
 def test_jit_of_the_bound_step_with_params_left_out():
@@ -167,11 +200,12 @@ def test_jit_of_the_bound_step_with_params_left_out():
     obs, state = env.reset(jax.random.PRNGKey(0))
     key, action = jax.random.PRNGKey(1), jnp.array([1.5])
     out = jax.jit(env.step)(key, state, action)
-    ref = step_env(jax.random.split(key)[0], state, action, params)
+    r_obs, r_state, r_reward, r_term, r_info = step_env(jax.random.split(key)[0], state, action, params)
+    ref = (r_obs, r_state, r_reward, r_term, r_info["truncated"], {**r_info, "final_observation": r_obs})
     # two programs (the defaults folded in as constants, or passed as arguments): the same values to round-off
-    for b, o in zip(jax.tree.leaves(out), jax.tree.leaves(ref)):
+    for b, o in zip(jax.tree.leaves(out), jax.tree.leaves(ref), strict=True):
         np.testing.assert_allclose(b, o, rtol=1e-15, atol=1e-15)
-    assert int(out[1].steps) == 1 and not bool(out[3])
+    assert int(out[1].steps) == 1 and not bool(out[3]) and not bool(out[4])
 
 
 def test_spaces_params_and_bad_input():
@@ -197,7 +231,8 @@ def test_spaces_params_and_bad_input():
 
 def test_brax_adapter_is_the_functional_step():
     """``BraxEnv``: reset(rng) -> State, step(state, action) -> State; each step is the functional ``step_env`` with
-    the key split off ``info["rng"]``; ``auto_reset=True`` makes it the gymnax ``step``."""
+    the key split off ``info["rng"]`` (done: termination alone, Brax's wrappers keep the time limit);
+    ``auto_reset=True`` makes it the gymnax ``step``."""
     env, params = envs.make("CartPole-v1")
     edge = envs.GymState(jnp.array([2.399, 1.0, 0.0, 0.0]), jnp.asarray(0, jnp.int32))  # leaves the track next step
 
@@ -210,12 +245,13 @@ def test_brax_adapter_is_the_functional_step():
             ref_reset = env.reset(jax.random.split(rng)[1], params)
             key = jax.random.split(first.info["rng"])[1]
             ref = (env.step if auto else env.step_env)(key, edge, 1, params)
-            out.append((first, state, ref_reset, ref))
+            out.append((first, state, ref_reset, ref[:3]))
         return out
 
     assert BraxEnv(env).observation_size == 4 and BraxEnv(env).action_size == 2
-    for auto, (first, state, (obs0, _), (obs, ref, reward, done, info)) in zip((False, True),
-                                                                               jax.jit(run)(jax.random.PRNGKey(0))):
+    assert BraxEnv(env).episode_length == 500 and BraxEnv(env).unwrapped.env is env
+    for auto, (first, state, (obs0, _), (obs, ref, reward)) in zip((False, True),
+                                                                     jax.jit(run)(jax.random.PRNGKey(0))):
         np.testing.assert_array_equal(first.obs, obs0)
         assert float(first.reward) == 0.0 and float(first.done) == 0.0
         np.testing.assert_array_equal(state.obs, obs)
