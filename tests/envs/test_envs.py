@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from diffchain import envs
+from diffchain import envs, systems
 from diffchain.envs import TASKS, BraxEnv, CartPoleBalance
 
 needs_gym = pytest.mark.skipif(importlib.util.find_spec("gymnasium") is None, reason="gymnasium not installed")
@@ -259,6 +259,137 @@ def test_brax_adapter_is_the_functional_step():
         assert float(state.done) == 1.0 and float(state.reward) == 1.0 and float(state.info["truncation"]) == 0.0
         np.testing.assert_array_equal(state.info["rng"], jax.random.split(first.info["rng"])[0])
         assert (float(jnp.abs(state.obs[0])) <= 0.05) == auto  # reset, or past the edge of the track
+
+
+def _brax_training_wrap():
+    """Brax's ``training.wrap`` where Brax is installed; else its three wrappers as Brax 0.14.2 writes them
+    (brax/envs/wrappers/training.py: VmapWrapper, EpisodeWrapper with action_repeat 1, AutoResetWrapper)."""
+    if importlib.util.find_spec("brax") is not None:
+        from brax.envs.wrappers.training import wrap
+        return wrap
+
+    class Wrapper:
+        def __init__(self, env):
+            self.env = env
+
+        def __getattr__(self, name):
+            return getattr(self.env, name)
+
+    class Vmap(Wrapper):
+        def reset(self, rng):
+            return jax.vmap(self.env.reset)(rng)
+
+        def step(self, state, action):
+            return jax.vmap(self.env.step)(state, action)
+
+    class Episode(Wrapper):
+        def __init__(self, env, episode_length):
+            super().__init__(env)
+            self.episode_length = episode_length
+
+        def reset(self, rng):
+            state = self.env.reset(rng)
+            state.info["steps"] = jnp.zeros(rng.shape[:-1])
+            state.info["truncation"] = jnp.zeros(rng.shape[:-1])
+            return state
+
+        def step(self, state, action):
+            state = self.env.step(state, action)
+            steps = state.info["steps"] + 1
+            one, zero = jnp.ones_like(state.done), jnp.zeros_like(state.done)
+            episode_length = jnp.array(self.episode_length, dtype=jnp.int32)
+            done = jnp.where(steps >= episode_length, one, state.done)
+            state.info["truncation"] = jnp.where(steps >= episode_length, 1 - state.done, zero)
+            state.info["steps"] = steps
+            return state.replace(done=done)
+
+    class AutoReset(Wrapper):
+        def reset(self, rng):
+            state = self.env.reset(rng)
+            state.info["first_pipeline_state"] = state.pipeline_state
+            state.info["first_obs"] = state.obs
+            return state
+
+        def step(self, state, action):
+            if "steps" in state.info:
+                state.info.update(steps=jnp.where(state.done, jnp.zeros_like(state.info["steps"]),
+                                                  state.info["steps"]))
+            state = state.replace(done=jnp.zeros_like(state.done))
+            state = self.env.step(state, action)
+
+            def where_done(x, y):
+                done = state.done
+                if done.shape:
+                    done = jnp.reshape(done, [x.shape[0]] + [1] * (len(x.shape) - 1))
+                return jnp.where(done, x, y)
+
+            return state.replace(pipeline_state=jax.tree.map(where_done, state.info["first_pipeline_state"],
+                                                             state.pipeline_state),
+                                 obs=jax.tree.map(where_done, state.info["first_obs"], state.obs))
+
+    def wrap(env, episode_length=1000):
+        return AutoReset(Episode(Vmap(env), episode_length))
+
+    return wrap
+
+
+def test_brax_training_wrap_reports_truncation_and_termination():
+    """Under Brax's ``training.wrap(env, episode_length=env.episode_length)`` (or its wrappers as Brax writes them),
+    continuous CartPole-v1 with a 6-step limit, two copies pushed with a = 0: the one started past the edge of the
+    track fails at the first step (done 1, truncation 0: termination, Gymnasium's |x| > 2.4), starts again and runs
+    on; the other reaches the limit at step 6 (done 1, truncation 1). A ``brax.envs.Env`` where Brax is installed."""
+    env, params = envs.make("CartPole-v1", continuous=True)
+    adapter = BraxEnv(env, params.replace(max_steps=6))
+    if importlib.util.find_spec("brax") is not None:
+        import brax.envs
+
+        assert isinstance(adapter, brax.envs.Env) and isinstance(adapter.reset(jax.random.PRNGKey(0)),
+                                                                 brax.envs.State)
+    wrapped = _brax_training_wrap()(adapter, episode_length=adapter.episode_length)
+    assert adapter.episode_length == 6 and adapter.action_size == 1 and adapter.backend == "diffchain"
+
+    def run(rng):
+        state = wrapped.reset(jax.random.split(rng, 2))
+        inner = state.pipeline_state
+        state = state.replace(pipeline_state=envs.GymState(inner.s.at[0].set(jnp.array([2.399, 1.0, 0.0, 0.0])),
+                                                           inner.steps))
+
+        def body(state, _):
+            state = wrapped.step(state, jnp.zeros((2, 1)))
+            return state, (state.done, state.info["truncation"], state.obs)
+
+        return state.info["first_obs"], jax.lax.scan(body, state, length=6)[1]
+
+    first_obs, (done, truncation, obs) = jax.jit(run)(jax.random.PRNGKey(0))
+    assert done.tolist() == [[1, 0], [0, 0], [0, 0], [0, 0], [0, 0], [0, 1]]
+    assert truncation.tolist() == [[0, 0], [0, 0], [0, 0], [0, 0], [0, 0], [0, 1]]
+    np.testing.assert_array_equal(obs[0, 0], first_obs[0])  # the failed copy started again
+    np.testing.assert_array_equal(obs[5, 1], first_obs[1])  # and so did the truncated one
+
+
+def test_continuous_presets_are_the_discrete_ones_at_the_extreme_actions():
+    """``continuous=True``: CartPole-v1's a = -1, +1 are actions 0, 1 (force -+ force_mag), Acrobot-v1's a = -1, 0,
+    +1 are actions 0, 1, 2 (torque -1, 0, +1); beyond [-1, 1] an action is clipped; a Box action space."""
+    for name, pairs in (("CartPole-v1", [(-1.0, 0), (1.0, 1), (3.0, 1)]),
+                        ("Acrobot-v1", [(-1.0, 0), (0.0, 1), (1.0, 2), (-2.0, 0)])):
+        discrete, params = envs.make(name)
+        continuous = envs.make(name, continuous=True)[0]
+        space = continuous.action_space(params)
+        assert space.shape == (1,) and float(space.low[0]) == -1.0 and float(space.high[0]) == 1.0
+        _, state = discrete.reset(jax.random.PRNGKey(3), params)
+        state = envs.GymState(state.s + 0.05, state.steps)
+        a_c = jnp.array([[a] for a, _ in pairs])
+        a_d = jnp.array([d for _, d in pairs])
+        key = jax.random.PRNGKey(4)
+        c, d = jax.jit(lambda: (jax.vmap(continuous.step_env, in_axes=(None, None, 0, None))(key, state, a_c, params),
+                                jax.vmap(discrete.step_env, in_axes=(None, None, 0, None))(key, state, a_d,
+                                                                                           params)))()
+        for x, y in zip(jax.tree.leaves(c), jax.tree.leaves(d), strict=True):
+            np.testing.assert_allclose(x, y, rtol=1e-14, atol=1e-15, err_msg=name)
+        with pytest.raises(TypeError, match="continuous must be a bool, got str"):
+            type(discrete)(continuous="yes")
+    with pytest.raises(ValueError, match='gym_cartpole: pole must be "link" or "points", got \'rod\''):
+        systems.gym_cartpole(pole="rod")
 
 
 # ------------------------------------------------------------------------------------------ the seed's tasks
