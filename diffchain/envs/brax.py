@@ -1,12 +1,11 @@
 """The Brax/MuJoCo Playground adapter: ``reset(rng) -> State``, ``step(state, action) -> State`` around any environment.
 
-Where Brax is installed, :func:`brax_env` makes a ``brax.envs.Env`` subclass whose states are Brax's ``State``
+Where Brax can be imported, :func:`brax_env` makes a ``brax.envs.Env`` subclass whose states are Brax's ``State``
 (``envs.BraxEnv`` is that class, imported on first use); otherwise a thin adapter with Brax's attribute names.
 """
 from __future__ import annotations
 
 import functools
-import importlib.util
 from typing import Any
 
 import equinox as eqx
@@ -99,16 +98,12 @@ class _Adapter:
                                    "discount": info["discount"].astype(f)})
 
 
-def brax_installed() -> bool:
-    return importlib.util.find_spec("brax") is not None
-
-
 @functools.lru_cache(maxsize=None)
 def brax_env() -> type:
-    """The adapter class: a ``brax.envs.Env`` subclass (states: Brax's ``State``) where Brax is installed, else the
+    """The adapter class: a ``brax.envs.Env`` subclass (states: Brax's ``State``) where Brax can be imported, else the
     thin adapter (states: :class:`BraxState`)."""
-    if not brax_installed():
+    try:
+        from brax.envs.base import Env, State
+    except ImportError:  # Brax is optional
         return type("BraxEnv", (_Adapter,), {"__doc__": _Adapter.__doc__, "__module__": __name__})
-    from brax.envs.base import Env, State
-
     return type("BraxEnv", (_Adapter, Env), {"__doc__": _Adapter.__doc__, "__module__": __name__, "_State": State})

@@ -264,9 +264,11 @@ def test_brax_adapter_is_the_functional_step():
 def _brax_training_wrap():
     """Brax's ``training.wrap`` where Brax is installed; else its three wrappers as Brax 0.14.2 writes them
     (brax/envs/wrappers/training.py: VmapWrapper, EpisodeWrapper with action_repeat 1, AutoResetWrapper)."""
-    if importlib.util.find_spec("brax") is not None:
+    try:
         from brax.envs.wrappers.training import wrap
         return wrap
+    except ImportError:  # Brax is optional
+        pass
 
     class Wrapper:
         def __init__(self, env):
@@ -340,11 +342,11 @@ def test_brax_training_wrap_reports_truncation_and_termination():
     on; the other reaches the limit at step 6 (done 1, truncation 1). A ``brax.envs.Env`` where Brax is installed."""
     env, params = envs.make("CartPole-v1", continuous=True)
     adapter = BraxEnv(env, params.replace(max_steps=6))
-    if importlib.util.find_spec("brax") is not None:
-        import brax.envs
-
-        assert isinstance(adapter, brax.envs.Env) and isinstance(adapter.reset(jax.random.PRNGKey(0)),
-                                                                 brax.envs.State)
+    try:
+        from brax.envs.base import Env, State
+    except ImportError:  # Brax is optional: the thin adapter, Brax's names
+        Env, State = object, envs.BraxState
+    assert isinstance(adapter, Env) and isinstance(adapter.reset(jax.random.PRNGKey(0)), State)
     wrapped = _brax_training_wrap()(adapter, episode_length=adapter.episode_length)
     assert adapter.episode_length == 6 and adapter.action_size == 1 and adapter.backend == "diffchain"
 
