@@ -38,6 +38,11 @@ class Box(eqx.Module):
     high: jax.Array
     shape: tuple = eqx.field(static=True)
 
+    @property
+    def dtype(self):
+        """The dtype of the bounds (gymnax's ``Box.dtype``; an environment's observations are in its state's)."""
+        return jnp.result_type(self.low, self.high)
+
     def sample(self, key):
         low, high = jnp.broadcast_to(self.low, self.shape), jnp.broadcast_to(self.high, self.shape)
         bounded = jnp.isfinite(low) & jnp.isfinite(high)

@@ -212,6 +212,7 @@ def test_spaces_params_and_bad_input():
     env, params = envs.make("Pendulum-v1")
     space = env.action_space(params)
     assert space.shape == (1,) and float(space.high[0]) == 2.0 and env.observation_space(params).shape == (3,)
+    assert env.observation_space(params).dtype == env.reset(jax.random.PRNGKey(0))[0].dtype == jnp.result_type(float)
     assert bool(space.contains(space.sample(jax.random.PRNGKey(0))))
     assert envs.make("Acrobot-v1")[0].action_space().n == 3 and float(params.g) == 10.0 and int(params.max_steps) == 200
     assert float(params.replace(g=9.81, max_steps=100).g) == 9.81
