@@ -58,6 +58,10 @@ def __getattr__(name):
     raise AttributeError(f"module 'diffchain.envs' has no attribute {name!r}")
 
 
+def __dir__():
+    return sorted({*globals(), "BraxEnv", "BraxState"})
+
+
 def make(name: str, **kwargs):
     """``(env, env.default_params)`` as gymnax's ``make``: a Gymnasium preset ("CartPole-v1", "Acrobot-v1",
     "Pendulum-v1") or a seed task by class name; ``kwargs`` go to its constructor (``legacy_api=True``: gymnax's API

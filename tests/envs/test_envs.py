@@ -251,6 +251,8 @@ def test_brax_adapter_is_the_functional_step():
 
     assert BraxEnv(env).observation_size == 4 and BraxEnv(env).action_size == 2
     assert BraxEnv(env).episode_length == 500 and BraxEnv(env).unwrapped.env is env
+    with pytest.raises(TypeError, match="BraxEnv: env must be a diffchain.envs environment, got tuple"):
+        BraxEnv(envs.make("CartPole-v1"))
     for auto, (first, state, (obs0, _), (obs, ref, reward)) in zip((False, True),
                                                                      jax.jit(run)(jax.random.PRNGKey(0))):
         np.testing.assert_array_equal(first.obs, obs0)
