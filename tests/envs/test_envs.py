@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import diffchain as dc
 from diffchain import envs, systems
 from diffchain.envs import TASKS, BraxEnv, CartPoleBalance
 
@@ -370,6 +371,26 @@ def test_brax_training_wrap_reports_truncation_and_termination():
     assert truncation.tolist() == [[0, 0], [0, 0], [0, 0], [0, 0], [0, 0], [0, 1]]
     np.testing.assert_array_equal(obs[0, 0], first_obs[0])  # the failed copy started again
     np.testing.assert_array_equal(obs[5, 1], first_obs[1])  # and so did the truncated one
+
+
+def test_cartpole_pole_as_point_masses_moves_as_the_rigid_link():
+    """``systems.gym_cartpole(pole="points")`` (m_p/4 at the pivot, 3 m_p/4 at 4l/3: the same mass, centre of mass
+    and central inertia as the uniform pole) has the accelerations of the rigid-link model and of the seed's printed
+    closed form (Barto et al., no friction), for random states, forces and parameters; ShortChain solves it."""
+    rng = np.random.default_rng(5)
+    n = 16
+    q, qd = rng.uniform(-1.5, 1.5, (n, 2)), rng.uniform(-3.0, 3.0, (n, 2))
+    u, g, m_c, m_p, l = (rng.uniform(lo, hi, n) for lo, hi in ((-10, 10), (5, 15), (0.5, 2), (0.05, 0.5), (0.2, 1)))
+
+    def both(q, qd, u, g, m_c, m_p, l):
+        link = systems.gym_cartpole(g, m_c, m_p, l).qdd(q, qd, u)
+        points = systems.gym_cartpole(g, m_c, m_p, l, pole="points").qdd(q, qd, u, solver=dc.ShortChain())
+        closed = systems.cartpole_closed_form(q, qd, u, g=g, m_c=m_c, m_p=m_p, l=l, mu_c=0.0, mu_p=0.0)
+        return link, points, closed
+
+    link, points, closed = jax.jit(jax.vmap(both))(q, qd, u, g, m_c, m_p, l)
+    np.testing.assert_allclose(points, link, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(points, closed, rtol=1e-12, atol=1e-12)
 
 
 def test_continuous_presets_are_the_discrete_ones_at_the_extreme_actions():
