@@ -26,7 +26,8 @@ def diffchain_rate(env, batch, steps):
     @jax.jit
     def run(state):
         def body(s, _):
-            obs, s, r, d, info = jax.vmap(env.step, in_axes=(0, 0, 0, None))(keys, s, actions, params)
+            obs, s, r, terminated, truncated, info = jax.vmap(env.step, in_axes=(0, 0, 0, None))(keys, s, actions,
+                                                                                                 params)
             return s, r
 
         return jax.lax.scan(body, state, length=steps)

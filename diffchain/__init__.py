@@ -1,4 +1,5 @@
 """diffchain: differentiable dynamics of planar kinematic chains in JAX."""
+from ._version import __version__
 from ._xla.flags import set_xla_cpu_flags, xla_cpu_flags
 from ._model.checks import InputError
 from ._model.model import Model, energy

@@ -167,7 +167,9 @@ def main(argv=None) -> int:
     try:
         import matplotlib  # noqa: F401  (demo and events draw: the `viz` extra)
     except ModuleNotFoundError:
-        print('python -m diffchain draws with matplotlib, which is not installed: pip install "diffchain[viz]"',
+        from ._extras import install_hint
+
+        print(f"python -m diffchain draws with matplotlib, which is not installed; install {install_hint('viz')}",
               file=sys.stderr)
         return 1
     return args.func(args)

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-_MISSING_MATPLOTLIB = 'diffchain draws with matplotlib, which is not installed: pip install "diffchain[viz]"'
+from ._extras import install_hint
+
+_MISSING_MATPLOTLIB = f"diffchain draws with matplotlib, which is not installed; install {install_hint('viz')}"
 
 
 def _require_matplotlib():

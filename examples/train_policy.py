@@ -51,7 +51,8 @@ def episode_return(theta, random, key, horizon):
     def body(carry, k):
         obs, state, alive, total = carry
         ka, ks = jax.random.split(k)
-        obs, state, reward, done, _ = ENV.step_env(ks, state, act(theta, ka, obs, random), PARAMS)
+        obs, state, reward, terminated, info = ENV.step_env(ks, state, act(theta, ka, obs, random), PARAMS)
+        done = terminated | info["truncated"]
         return (obs, state, alive & ~done, total + jnp.where(alive, reward, 0.0)), None
 
     carry = (obs, state, jnp.asarray(True), jnp.zeros(()))

@@ -1,5 +1,5 @@
 """Jax2D peer of the benchmark: diffchain's pinned pendulum of point masses built in Jax2D 1.0.2 (the 2D engine of
-Kinetix; ``pip install "diffchain[jax2d]"``: Jax2D imports ``chex`` without declaring it). Usage::
+Kinetix; the ``jax2d`` extra: Jax2D imports ``chex`` without declaring it). Usage::
 
     p = jax2d_pendulum(5)                                   # float32, with jax_enable_x64 on or off
     states = p.from_joint_angles(theta)                     # theta (B, 5): a batch of scenes at rest

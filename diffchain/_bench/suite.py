@@ -2,7 +2,7 @@
 :mod:`diffchain._bench.workloads`, with the peers measured in the same process, as one markdown report.
 
 Peers: the plain-JAX reduced-coordinate code a user would write instead (always), MuJoCo C through
-``mujoco.rollout`` on one thread and on every core, MJX (when installed: ``pip install "diffchain[bench]"``) on the
+``mujoco.rollout`` on one thread and on every core, MJX (when installed: the ``bench`` extra) on the
 pendulums of up to 20 links, in float32 on CPU, in a process of its own whose ``jax_enable_x64`` matches the row's
 dtype (MJX computes in float64 once it is on), and in the full run Jax2D (when installed: ``diffchain[jax2d]``).
 Method: every program is compiled first (the compile time is reported), run once, then timed ``repeats`` times with
@@ -318,7 +318,7 @@ def main(args) -> int:
                    grad_rows) + [""]
     if jax2d_rows:
         lines += ["## Jax2D", "",
-                  "Jax2D (`pip install \"diffchain[jax2d]\"`), the engine of Kinetix: rigid bodies and soft revolute "
+                  "Jax2D (the `jax2d` extra), the engine of Kinetix: rigid bodies and soft revolute "
                   "joints solved by sequential impulses (10 iterations), one step of semi-implicit Euler per dt. Each "
                   "link is a body of 1 kg with its centre of mass at the link's tip and 1e-3 kg m² of inertia there "
                   "(Jax2D has no point masses; smaller inertias break its solver). Same starts as diffchain's; the "

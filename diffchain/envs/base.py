@@ -1,8 +1,9 @@
 """The gymnax API: spaces, :class:`EnvParams` (the physical and task parameters, batchable arrays), the states and the
-:class:`Environment` base with ``reset``/``step`` (auto-reset) and ``step_env``.
+:class:`Environment` base with ``reset``/``step`` (auto-reset, the final observation in the info) and ``step_env``.
 """
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any
 
@@ -36,6 +37,11 @@ class Box(eqx.Module):
     low: jax.Array
     high: jax.Array
     shape: tuple = eqx.field(static=True)
+
+    @property
+    def dtype(self):
+        """The dtype of the bounds (gymnax's ``Box.dtype``; an environment's observations are in its state's)."""
+        return jnp.result_type(self.low, self.high)
 
     def sample(self, key):
         low, high = jnp.broadcast_to(self.low, self.shape), jnp.broadcast_to(self.high, self.shape)
@@ -102,17 +108,19 @@ class GymState(eqx.Module):
 
 
 class Environment:
-    """Base class with gymnax's API. Subclasses define ``default_params``, ``reset_env``, ``step_env``,
-    ``action_space`` and ``observation_space``. Instances are immutable, hashable Python objects holding no arrays."""
+    """Base class with gymnax's API (gymnax >= 1.0; ``with_legacy_api()``: the API before 1.0). Subclasses define
+    ``default_params``, ``reset_env``, ``transition`` (the step: obs, state, reward, terminated), ``action_space`` and
+    ``observation_space``. Instances are immutable, hashable Python objects holding no arrays."""
 
     dt: float
+    legacy_api: bool = False
 
     @property
     def name(self) -> str:
         return type(self).__name__
 
     def __repr__(self):
-        return f"{self.name}(dt={self.dt})"
+        return f"{self.name}(dt={self.dt}{', legacy_api=True' if self.legacy_api else ''})"
 
     @property
     def default_params(self) -> EnvParams:
@@ -124,25 +132,63 @@ class Environment:
         space = self.action_space()
         return space.n if isinstance(space, Discrete) else int(np.prod(space.shape))
 
+    def with_legacy_api(self, legacy: bool = True) -> "Environment":
+        """A copy with gymnax's API before 1.0 (``legacy=True``): ``step`` returns ``(obs, state, reward, done,
+        info)`` and ``step_env``'s ``done`` includes truncation."""
+        if not isinstance(legacy, bool):
+            raise TypeError(f"{self.name}.with_legacy_api: legacy must be a bool, got {type(legacy).__name__}")
+        new = copy.copy(self)
+        new.legacy_api = legacy
+        return new
+
     def reset(self, key, params: EnvParams | None = None):
-        """``(obs, state)`` of a fresh episode."""
-        return self.reset_env(key, self.default_params if params is None else params)
+        """``(obs, state)`` of a fresh episode; the physical parameters are checked here (also under jit, when the
+        program runs), not in ``step``."""
+        params = self.default_params if params is None else params
+        obs, state = self.reset_env(key, params)
+        return self.check_params(obs, params), state
 
     def step(self, key, state, action, params: EnvParams | None = None):
-        """``(obs, state, reward, done, info)``; where ``done``, obs and state are those of a fresh episode (from a
-        key split off ``key``, as in gymnax), reward and info those of the step that ended the episode."""
+        """``(obs, state, reward, terminated, truncated, info)`` as gymnax's; where the episode ended (terminated or
+        truncated), obs and state are those of a fresh episode (from a key split off ``key``), reward and the flags
+        those of the step that ended it, and ``info["final_observation"]`` is its last observation (to bootstrap a
+        value at truncation). ``info`` also holds ``terminated``, ``truncated`` and ``discount`` (0 where
+        terminated). With ``with_legacy_api()``: ``(obs, state, reward, done, info)``."""
         params = self.default_params if params is None else params
-        key, key_reset = jax.random.split(key)
-        obs_st, state_st, reward, done, info = self.step_env(key, state, action, params)
+        key_step, key_reset = jax.random.split(key)
+        obs_st, state_st, reward, terminated = self.transition(key_step, state, action, params)
+        truncated = self.is_truncated(state_st, params)
+        done = terminated | truncated
         obs_re, state_re = self.reset_env(key_reset, params)
         state = jax.tree.map(lambda a, b: jnp.where(done, a, b), state_re, state_st)
-        return jnp.where(done, obs_re, obs_st), state, reward, done, info
-
-    def reset_env(self, key, params: EnvParams):
-        raise NotImplementedError
+        obs = jnp.where(done, obs_re, obs_st)
+        info = {**self._info(terminated, truncated), "final_observation": obs_st}
+        if self.legacy_api:
+            return obs, state, reward, done, info
+        return obs, state, reward, terminated, truncated, info
 
     def step_env(self, key, state, action, params: EnvParams):
-        """The step without the reset: ``(obs, state, reward, done, info)``."""
+        """The step without the reset: ``(obs, state, reward, terminated, info)`` as gymnax's (with
+        ``with_legacy_api()``: ``done`` = terminated or truncated in place of ``terminated``); ``info`` holds
+        ``terminated``, ``truncated`` and ``discount``."""
+        obs, state, reward, terminated = self.transition(key, state, action, params)
+        truncated = self.is_truncated(state, params)
+        return (obs, state, reward, (terminated | truncated) if self.legacy_api else terminated,
+                self._info(terminated, truncated))
+
+    def is_truncated(self, state, params: EnvParams):
+        """Whether ``state`` (after a step) reached the episode length ``params.max_steps``."""
+        return state.steps >= params.max_steps
+
+    def transition(self, key, state, action, params: EnvParams):
+        """One step of the dynamics and the task: ``(obs, state, reward, terminated)``, the step count advanced."""
+        raise NotImplementedError
+
+    def check_params(self, obs, params: EnvParams):
+        """``obs`` after the checks of ``params`` (none here; the Gymnasium presets check their physics)."""
+        return obs
+
+    def reset_env(self, key, params: EnvParams):
         raise NotImplementedError
 
     def action_space(self, params: EnvParams | None = None):

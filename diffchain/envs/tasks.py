@@ -76,7 +76,7 @@ class ChainEnv(Environment):
         sim = bench.to_state(*self.initial(key, params))
         return self.observe(*bench.to_q(sim)), EnvState(sim, jnp.asarray(0, jnp.int32))
 
-    def step_env(self, key, state, action, params):
+    def transition(self, key, state, action, params):
         bench = self.build(**params.physics)
         action = jnp.clip(self._action(action, (self.action_size,)), params.low, params.high)
         u = bench.to_control(*bench.to_q(state.sim), action if self.action_size > 1 else action[0])
@@ -84,11 +84,8 @@ class ChainEnv(Environment):
         sim, _ = rollout(bench.chain, state.sim, held, self.dt / self.substeps, integrator=self.integrator,
                          check=False, backend=self.backend)
         q, qd = bench.to_q(sim)
-        steps = state.steps + 1
-        terminated, truncated = self.failed(q, qd, params), steps >= params.max_steps
         reward = jnp.asarray(self.reward(q, qd, action, params), sim.x.dtype)
-        return (self.observe(q, qd), EnvState(sim, steps), reward, terminated | truncated,
-                self._info(terminated, truncated))
+        return self.observe(q, qd), EnvState(sim, state.steps + 1), reward, self.failed(q, qd, params)
 
     def action_space(self, params=None):
         p = self.default_params if params is None else params

@@ -38,10 +38,12 @@ class Benchmark(NamedTuple):
     to_qdd: Callable
     to_q: Callable
 
-    def qdd(self, q, qd, u, solver=Recursive()):
-        """qdd of the seed's coordinates computed by diffchain's forward dynamics (the chain model)."""
+    def qdd(self, q, qd, u, solver=Recursive(), check=None):
+        """qdd of the seed's coordinates computed by diffchain's forward dynamics (the chain model); ``check`` as
+        :func:`diffchain.forward_dynamics`'s (False: a program without host callbacks)."""
         state = self.to_state(q, qd)
-        return self.to_qdd(state, forward_dynamics(self.chain, state, self.to_control(q, qd, u), solver=solver))
+        return self.to_qdd(state, forward_dynamics(self.chain, state, self.to_control(q, qd, u), solver=solver,
+                                                   check=check))
 
 
 def _pinned(chain: Model, offset=0.0) -> Benchmark:
@@ -96,12 +98,12 @@ def cart_generalized_control(Q) -> Control:
     return Control(tau=tau, F=F)
 
 
-def _cart_chain(m_cart, L, mass, com, inertia, k_omega=None, g=9.81) -> Model:
+def _cart_chain(m_cart, L, mass, com, inertia, k_omega=None, g=9.81, check=True) -> Model:
     k = len(L)
     s = jnp.zeros((k + 1, 2)).at[0].set(jnp.array([0.0, 1.0]))
     return Chain(jnp.array([m_cart] + [0.0] * k), jnp.asarray(L), slider=[True] + [False] * k, s=s, c=0.0,
                  link_mass=jnp.asarray(mass), link_com=jnp.stack([jnp.asarray(com), jnp.zeros(k)], -1),
-                 link_inertia=jnp.asarray(inertia), k_omega=k_omega, g=g)
+                 link_inertia=jnp.asarray(inertia), k_omega=k_omega, g=g, check=check)
 
 
 def rail_normal_force(chain: Model, state: State, control: Control, a):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+from .._model.chain import Chain
 from .._state import Control
 from .._solvers.forward import forward_dynamics
 from ._common import (Benchmark, _cart_chain, cart_generalized_control, cart_q, cart_qdd,
@@ -15,7 +16,7 @@ from ._common import (Benchmark, _cart_chain, cart_generalized_control, cart_q, 
 CARTPOLE = dict(m_c=1.0, m_p=0.1, l=0.5, mu_c=0.0005, mu_p=0.000002, g=9.81)
 
 
-def cartpole(friction="barto", **params) -> Benchmark:
+def cartpole(friction="barto", check=True, **params) -> Benchmark:
     """§14.1 (Barto, Sutton & Anderson 1983): cart m_c on the x axis, uniform pole of mass m_p and half length l
     (I_c = m_p (2l)^2 / 12, hence the 4/3), q = [x, theta] with theta clockwise from the upright, u = F on the cart.
     Pole friction -mu_p thetadot at the pivot is joint damping (k_omega_1 = mu_p). Cart friction:
@@ -24,10 +25,11 @@ def cartpole(friction="barto", **params) -> Benchmark:
                 N_c is affine in the friction force f, N_c = N_0 + k f, so f = -mu_c s N_0 / (1 + mu_c s k),
                 s = sgn(N_0 xdot) (two forward-dynamics evaluations; valid while 1 + mu_c s k > 0, which holds for
                 these parameters -- its failure is Painlevé's paradox);
-      "none":   frictionless (Gymnasium's CartPole) -- pass mu_p=0 too."""
+      "none":   frictionless (Gymnasium's CartPole) -- pass mu_p=0 too.
+    ``check=False``: traced parameters are not checked (``Chain``'s; a program without host callbacks)."""
     p = {**CARTPOLE, **params}
     chain = _cart_chain(p["m_c"], [2 * p["l"]], [p["m_p"]], [p["l"]], [p["m_p"] * (2 * p["l"]) ** 2 / 12],
-                        k_omega=jnp.array([p["mu_p"], 0.0]), g=p["g"])
+                        k_omega=jnp.array([p["mu_p"], 0.0]), g=p["g"], check=check)
 
     def to_control(q, qd, u):
         base = cart_generalized_control(jnp.stack([jnp.asarray(u, chain.m.dtype).reshape(()), 0.0 * qd[0]]))
@@ -87,9 +89,22 @@ def cartpole_normal_friction_closed_form(q, qd, u, **params):
     return jnp.stack([xdd, thdd])
 
 
-def gym_cartpole(g=9.8, m_c=1.0, m_p=0.1, l=0.5) -> Benchmark:
-    """Gymnasium CartPole-v1's parameters (classic_control/cartpole.py): no friction, g = 9.8."""
-    return cartpole(friction="none", g=g, m_c=m_c, m_p=m_p, l=l, mu_c=0.0, mu_p=0.0)
+def gym_cartpole(g=9.8, m_c=1.0, m_p=0.1, l=0.5, check=True, pole="link") -> Benchmark:
+    """Gymnasium CartPole-v1's parameters (classic_control/cartpole.py): no friction, g = 9.8. ``pole="link"``: the
+    pole a uniform rigid link (as :func:`cartpole`); ``pole="points"``: its dynamically equivalent point masses,
+    m_p/4 at the pivot (on the cart) and 3 m_p/4 at 4l/3 on a massless rod (the same mass, centre of mass and central
+    inertia m_p (2l)^2/12, so the same motion), a chain of point masses (:class:`diffchain.ShortChain` solves it)."""
+    if pole == "link":
+        return cartpole(friction="none", check=check, g=g, m_c=m_c, m_p=m_p, l=l, mu_c=0.0, mu_p=0.0)
+    if pole != "points":
+        raise ValueError(f'gym_cartpole: pole must be "link" or "points", got {pole!r}')
+    chain = Chain(jnp.stack([m_c + m_p / 4, 3 * m_p / 4]), jnp.stack([4 * l / 3]), slider=[True, False],
+                  s=jnp.zeros((2, 2)).at[0, 1].set(1.0), c=0.0, g=g, check=check)
+
+    def to_control(q, qd, u):
+        return cart_generalized_control(jnp.stack([jnp.asarray(u, chain.m.dtype).reshape(()), 0.0 * qd[0]]))
+
+    return Benchmark(chain, lambda q, qd: cart_state(chain, q, qd), to_control, cart_qdd, cart_q)
 
 
 BOGDANOV = dict(m0=1.5, m1=0.5, m2=0.75, L1=0.5, L2=0.75, g=9.81)

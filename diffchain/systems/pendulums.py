@@ -21,24 +21,27 @@ def single_pendulum_closed_form(q, qd, u):
     return jnp.sin(q) + u
 
 
-def gym_pendulum(g=10.0, m=1.0, l=1.0) -> Benchmark:
+def gym_pendulum(g=10.0, m=1.0, l=1.0, check=True) -> Benchmark:
     """Gymnasium Pendulum-v1 (classic_control/pendulum.py): a uniform rod (I_c = m l^2/12) pinned at one end,
-    theta counter-clockwise from the upright, torque u at the pin: thetadd = 3g/(2l) sin theta + 3/(m l^2) u."""
-    chain = Chain([m, 0.0], [l], guided=[True, False], link_mass=[m], link_inertia=[m * l**2 / 12], g=g)
+    theta counter-clockwise from the upright, torque u at the pin: thetadd = 3g/(2l) sin theta + 3/(m l^2) u.
+    ``check=False``: traced parameters are not checked (``Chain``'s; a program without host callbacks)."""
+    chain = Chain([m, 0.0], [l], guided=[True, False], link_mass=[m], link_inertia=[m * l**2 / 12], g=g,
+                  check=check)
     return _pinned(chain, offset=HALF_PI)
 
 
 ACROBOT = dict(m1=1.0, m2=1.0, l1=1.0, l2=1.0, lc1=0.5, lc2=0.5, I1=1.0, I2=1.0, g=9.81)
 
 
-def acrobot(**params) -> Benchmark:
+def acrobot(check=True, **params) -> Benchmark:
     """§13.2 Acrobot with torques at both joints. Links with distributed mass: m_i at l_ci along the link, I_i about
     the centre of mass (the printed B_22 = m_2 l_c2^2 + I_2 is the inertia about joint 2 only if I_2 is central).
-    q = (theta_1 from +x counter-clockwise, theta_2 relative): diffchain's own joint angles. u = (tau_1, tau_2)."""
+    q = (theta_1 from +x counter-clockwise, theta_2 relative): diffchain's own joint angles. u = (tau_1, tau_2).
+    ``check=False``: traced parameters are not checked (``Chain``'s; a program without host callbacks)."""
     p = {**ACROBOT, **params}
     chain = Chain([1.0, 0.0, 0.0], [p["l1"], p["l2"]], guided=[True, False, False], g=p["g"],
                   link_mass=[p["m1"], p["m2"]], link_com=[[p["lc1"], 0.0], [p["lc2"], 0.0]],
-                  link_inertia=[p["I1"], p["I2"]])
+                  link_inertia=[p["I1"], p["I2"]], check=check)
     return _pinned(chain)
 
 

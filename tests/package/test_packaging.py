@@ -36,7 +36,8 @@ MODULE_OF = {"jax": "jax", "jaxlib": "jaxlib", "equinox": "equinox", "numpy": "n
              "matplotlib": "matplotlib", "optax": "optax", "pytest": "pytest", "pytest-xdist": "xdist",
              "hypothesis": "hypothesis", "mujoco": "mujoco", "mujoco-mjx": "mujoco", "gymnasium": "gymnasium",
              "build": "build", "tomli": "tomli", "mkdocs-material": "material",
-             "mkdocstrings": "mkdocstrings", "jax2d": "jax2d", "chex": "chex"}
+             "mkdocstrings": "mkdocstrings", "jax2d": "jax2d", "chex": "chex", "jupyterlab": "jupyterlab",
+             "ipykernel": "ipykernel", "nbclient": "nbclient"}
 
 
 def _project():
@@ -148,9 +149,61 @@ def test_without_matplotlib_viz_and_the_command_line_say_how_to_install_it():
     """
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
-    assert 'viz: diffchain draws with matplotlib, which is not installed: pip install "diffchain[viz]"' in run.stdout
+    # both installs named: from PyPI, and from a checkout (editable, as the README installs)
+    hint = 'the "viz" extra: pip install "diffchain[viz]" (from a checkout: pip install -e ".[viz]")'
+    assert f"viz: diffchain draws with matplotlib, which is not installed; install {hint}" in run.stdout
     assert "cli: 1" in run.stdout
-    assert 'pip install "diffchain[viz]"' in run.stderr
+    assert hint in run.stderr
+
+
+def test_no_hint_names_a_single_install():
+    """Every ``pip install`` of the package's messages and docstrings goes through the one hint that names both
+    installs (a bare ``pip install "diffchain[x]"`` fails in a checkout that was never published)."""
+    for path in (ROOT / "diffchain").rglob("*.py"):
+        if path.name != "_extras.py":
+            assert "pip install" not in path.read_text(), path
+
+
+def test_version_is_pyprojects_installed_or_not():
+    """``diffchain.__version__`` is pyproject.toml's version, from the installed metadata, and from pyproject.toml
+    where no metadata is found (a checkout on sys.path that was never installed)."""
+    import importlib.metadata
+
+    import diffchain
+
+    version = _project()["version"]
+    assert diffchain.__version__ == version == importlib.metadata.version("diffchain")
+    code = ("import importlib.metadata as m\n"
+            "found = m.version\n"
+            "def version(name):\n"
+            "    if name == 'diffchain': raise m.PackageNotFoundError(name)\n"
+            "    return found(name)\n"
+            "m.version = version\n"
+            "import diffchain; print(diffchain.__version__)")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip() == version
+
+
+def test_metadata_declares_typing_and_the_verified_pythons():
+    """``Typing :: Typed`` with a py.typed marker in the package (and package data that ships it); the Python
+    classifiers are the versions from requires-python's floor up to those the floors' comment verified; a notebook
+    extra that holds what the quick-start notebook imports and Jupyter to run it."""
+    project = _project()
+    classifiers = project["classifiers"]
+    assert "Typing :: Typed" in classifiers and (ROOT / "diffchain" / "py.typed").is_file()
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert "py.typed" in setuptools["package-data"]["diffchain"]
+    floor = re.fullmatch(r">=3\.(\d+)", project["requires-python"]).group(1)
+    minors = sorted(int(c.rsplit(".", 1)[1]) for c in classifiers if re.fullmatch(r"Programming Language :: Python "
+                                                                                  r":: 3\.\d+", c))
+    assert minors[0] == int(floor) and minors == list(range(minors[0], minors[-1] + 1))
+    assert not any(c.startswith("License ::") for c in classifiers)  # the SPDX expression says it (PEP 639)
+    extras = project["optional-dependencies"]
+    notebook = _modules(extras["notebook"], extras)
+    runtime = _modules(project["dependencies"], extras)
+    assert _imports([ROOT / "examples" / "quickstart.ipynb"]) - runtime - notebook == set()
+    assert {"jupyterlab", "ipykernel", "nbclient"} <= notebook
 
 
 def _run(cmd, **kwargs):
@@ -205,12 +258,15 @@ def test_sdist_and_wheel_hold_what_they_should_and_the_sdist_tests_pass_installe
     with zipfile.ZipFile(wheel) as whl:
         in_wheel = set(whl.namelist())
         meta = whl.read(next(n for n in in_wheel if n.endswith(".dist-info/METADATA"))).decode()
-    package = {p.relative_to(ROOT).as_posix() for p in (ROOT / "diffchain").rglob("*.py")}
+    package = {p.relative_to(ROOT).as_posix() for p in (ROOT / "diffchain").rglob("*.py")} | {"diffchain/py.typed"}
     assert "diffchain/__init__.py" in package
     assert {n for n in in_wheel if ".dist-info/" not in n} == package
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in in_wheel)
     assert not any(n.startswith("tests/") for n in in_wheel)
     assert "License-Expression: MIT" in meta.splitlines() and "License-File: LICENSE" in meta.splitlines()
+    assert f"Version: {_project()['version']}" in meta.splitlines()
+    assert {f"Classifier: {c}" for c in _project()["classifiers"]} <= set(meta.splitlines())
+    assert "CHANGELOG.md" in in_sdist
 
     # a fresh venv on top of this environment's packages: a .pth file in its site-packages lists this environment's
     # site-packages directories, after the venv's own (plain paths: their .pth files, diffchain's editable install
@@ -234,7 +290,8 @@ def test_sdist_and_wheel_hold_what_they_should_and_the_sdist_tests_pass_installe
     workdir = tmp_path / "elsewhere"
     workdir.mkdir()
     code = ("import sys, pytest; rc = pytest.main(sys.argv[1:]); import diffchain; "
-            "print('DIFFCHAIN_FILE=' + diffchain.__file__); sys.exit(rc)")
+            "print('DIFFCHAIN_FILE=' + diffchain.__file__); print('DIFFCHAIN_VERSION=' + diffchain.__version__); "
+            "sys.exit(rc)")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     report = tmp_path / "report.xml"
     run = _run([python, "-c", code, "-n", "0", "-p", "no:cacheprovider", f"--junitxml={report}",
@@ -244,6 +301,8 @@ def test_sdist_and_wheel_hold_what_they_should_and_the_sdist_tests_pass_installe
                cwd=workdir, env=env)
     installed = pathlib.Path(re.search(r"DIFFCHAIN_FILE=(.*)", run.stdout).group(1).strip())
     assert installed.is_relative_to(venv) and installed.name == "__init__.py"
+    assert (installed.parent / "py.typed").is_file()
+    assert re.search(r"DIFFCHAIN_VERSION=(.*)", run.stdout).group(1).strip() == _project()["version"]
     counts = ElementTree.parse(report).getroot().find("testsuite").attrib
     assert int(counts["tests"]) >= 10, counts
     assert [counts[k] for k in ("failures", "errors", "skipped")] == ["0", "0", "0"], counts
