@@ -18,8 +18,8 @@ Two coordinate systems:
   mechanism: a four-bar with its crank motor). :func:`minimal_coordinates` and :func:`from_minimal_coordinates` are the
   chart and its inverse.
 
-u is always the control's torques ``control.tau`` (the point forces ``F`` and prescribed accelerations ``a_w`` of the
-given control are held).
+u is the control's torques ``control.tau`` (``inputs="tau"``, the default) or its point forces ``control.F`` flattened
+(``inputs="F"``: 2P numbers, e.g. the force on a cart); the rest of the given control is held.
 """
 from __future__ import annotations
 
@@ -221,71 +221,81 @@ def _map(model, state: State, advance, layout, who: str):
                                     who)), z0
 
 
-def _control(model, control, who):
+INPUTS = ("tau", "F")
+
+
+def _inputs(model, control, inputs, who):
+    """(u0, to_control): the inputs u of ``control`` that B differentiates (``inputs``: "tau", the torques, or "F",
+    the point forces flattened) and the map from u back to a control (the rest of ``control`` held)."""
     if control is None:
-        return model.zero_control(model.dtype)
+        control = model.zero_control(model.dtype)
     if not isinstance(control, Control):
         raise TypeError(f"{who}: control must be a diffchain.Control (or None: no input), got {describe(control)}")
-    return control
+    if inputs == "tau":
+        return control.tau, lambda u: Control(u, control.F, control.a_w)
+    if inputs == "F":
+        F = jnp.zeros((model.n_points, 2), control.tau.dtype) if control.F is None else control.F
+        return F.reshape(-1), lambda u: Control(control.tau, u.reshape(F.shape), control.a_w)
+    raise ValueError(f"{who}: inputs must be one of {INPUTS} (B with respect to the torques or the point forces), "
+                     f"got {inputs!r}")
 
 
-def _step_map(model, state, control, dt, layout, solver, integrator, check, who):
+def _step_map(model, state, control, dt, layout, inputs, solver, integrator, check, who):
     _check_state(state, who)
-    control = _control(model, control, who)
+    u0, to_control = _inputs(model, control, inputs, who)
 
-    def advance(s, tau):
-        return step(model, s, Control(tau, control.F, control.a_w), dt, solver=solver, integrator=integrator,
-                    check=check)
+    def advance(s, u):
+        return step(model, s, to_control(u), dt, solver=solver, integrator=integrator, check=check)
 
     f, x0 = _map(model, state, advance, layout, who)
-    return f, x0, control.tau
+    return f, x0, u0
 
 
-def _event_map(model, events, es, control, dt, layout, solver, integrator, who):
+def _event_map(model, events, es, control, dt, layout, inputs, solver, integrator, who):
     if not isinstance(events, Events):
         raise TypeError(f"{who}: events must be a diffchain.Events, got {describe(events)}")
     if not isinstance(es, EventState):
         raise TypeError(f"{who}: es must be a diffchain.EventState, got {describe(es)}")
     _check_state(es.state, who)
-    control = _control(model, control, who)
+    u0, to_control = _inputs(model, control, inputs, who)
     # the cache of the last solver call (es.a, ...) holds no derivative with respect to the state: recompute it
     es = eqx.tree_at(lambda e: e.fresh, es, jnp.zeros_like(es.fresh))
 
-    def advance(s, tau):
-        new, _ = event_step(model, events, eqx.tree_at(lambda e: e.state, es, s), Control(tau, control.F,
-                            control.a_w), dt, solver=solver, integrator=integrator)
+    def advance(s, u):
+        new, _ = event_step(model, events, eqx.tree_at(lambda e: e.state, es, s), to_control(u), dt, solver=solver,
+                            integrator=integrator)
         return new.state
 
     f, x0 = _map(model, es.state, advance, layout, who)
-    return f, x0, control.tau
+    return f, x0, u0
 
 
-def linearize(model, state: State, control: Control | None, dt, *, coords: str = "points",
+def linearize(model, state: State, control: Control | None, dt, *, coords: str = "points", inputs: str = "tau",
               solver: Solver | None = None, integrator: Integrator = Projected(), check: bool = False):
-    """(A, B) = (dx+/dx, dx+/du) of one :func:`~diffchain.step` from ``state`` under ``control`` (u: its torques
-    ``tau``; None: no input), in the coordinates ``coords``: "points" (x = the state's x and v flattened, 4N numbers)
-    or "minimal" (the independent coordinates and their rates of :func:`minimal_coordinates`). ``solver`` and
-    ``integrator`` as for ``step``; ``check=True`` adds ``step``'s run-time checks (host checks: leave them off in a
-    batch).
+    """(A, B) = (dx+/dx, dx+/du) of one :func:`~diffchain.step` from ``state`` under ``control`` (None: no input),
+    in the coordinates ``coords``: "points" (x = the state's x and v flattened, 4N numbers) or "minimal" (the
+    independent coordinates and their rates of :func:`minimal_coordinates`). u: the control's torques ``tau``, or
+    with ``inputs="F"`` its point forces flattened (2P). ``solver`` and ``integrator`` as for ``step``;
+    ``check=True`` adds ``step``'s run-time checks (host checks: leave them off in a batch).
 
     ``jax.jacfwd`` of the step itself. For a trajectory and a batch of copies, ``vmap`` it over the states and
     controls and compile the whole, with the model closed over:
     ``jax.jit(jax.vmap(jax.vmap(lambda s, u: dc.linearize(model, s, u, dt))))(states, controls)``, states and
     controls with leading axes (copies, steps), is one program."""
     layout = _layout_of(model, coords, "linearize")
-    return _linearize(model, state, control, dt, layout, solver, integrator, check)
+    return _linearize(model, state, control, dt, layout, inputs, solver, integrator, check)
 
 
 @compiled
-def _linearize(model, state, control, dt, layout, solver, integrator, check):
-    f, x0, u0 = _step_map(model, state, control, dt, layout, solver, integrator, check, "linearize")
+def _linearize(model, state, control, dt, layout, inputs, solver, integrator, check):
+    f, x0, u0 = _step_map(model, state, control, dt, layout, inputs, solver, integrator, check, "linearize")
     return jax.jacfwd(f, argnums=(0, 1))(x0, u0)
 
 
 def event_linearize(model, events: Events, es: EventState, control: Control | None, dt, *, coords: str = "points",
-                    solver: Solver | None = None, integrator: Integrator = VelocityVerlet()):
+                    inputs: str = "tau", solver: Solver | None = None, integrator: Integrator = VelocityVerlet()):
     """(A, B) = (dx+/dx, dx+/du) of one :func:`~diffchain.event_step` from ``es`` (x: its state's positions and
-    velocities, or their minimal coordinates, as for :func:`linearize`; its event masks, pins and angle branches are
+    velocities, or their minimal coordinates; u as for :func:`linearize`; its event masks, pins and angle branches are
     held).
 
     For the sequence of events that the quantum from ``es`` meets. Where it contains an impact or a limit hit, the
@@ -293,29 +303,30 @@ def event_linearize(model, events: Events, es: EventState, control: Control | No
     event, the saltation matrix of the jump, the flow after it. At a state where a small change adds or removes an
     event (a grazing contact) no linearisation describes the step."""
     layout = _layout_of(model, coords, "event_linearize")
-    return _event_linearize(model, events, es, control, dt, layout, solver, integrator)
+    return _event_linearize(model, events, es, control, dt, layout, inputs, solver, integrator)
 
 
 @compiled
-def _event_linearize(model, events, es, control, dt, layout, solver, integrator):
-    f, x0, u0 = _event_map(model, events, es, control, dt, layout, solver, integrator, "event_linearize")
+def _event_linearize(model, events, es, control, dt, layout, inputs, solver, integrator):
+    f, x0, u0 = _event_map(model, events, es, control, dt, layout, inputs, solver, integrator, "event_linearize")
     return jax.jacfwd(f, argnums=(0, 1))(x0, u0)
 
 
 def step_hessians(model, state: State, control: Control | None, dt, lam, *, coords: str = "points",
-                  solver: Solver | None = None, integrator: Integrator = Projected(), check: bool = False):
+                  inputs: str = "tau", solver: Solver | None = None, integrator: Integrator = Projected(),
+                  check: bool = False):
     """The second-order terms of one :func:`~diffchain.step` for DDP: the Hessians of lam . x+(x, u) with respect
     to x and u, ``(f_xx, f_ux, f_uu)`` of shapes (nx, nx), (nu, nx), (nu, nu), i.e. sum_i lam_i d^2 x+_i / d. d., in
-    the coordinates of :func:`linearize` (``lam``: e.g. the value function's gradient at x+, shape (nx,)). The full
-    Hessians of a small system are these with lam a unit vector (``vmap`` over ``jnp.eye(nx)``). Forward over
-    forward mode of the step: (nx + nu)^2 directions."""
+    the coordinates and inputs of :func:`linearize` (``lam``: e.g. the value function's gradient at x+, shape
+    (nx,)). The full Hessians of a small system are these with lam a unit vector (``vmap`` over ``jnp.eye(nx)``).
+    Forward over forward mode of the step: (nx + nu)^2 directions."""
     layout = _layout_of(model, coords, "step_hessians")
-    return _step_hessians(model, state, control, dt, lam, layout, solver, integrator, check)
+    return _step_hessians(model, state, control, dt, lam, layout, inputs, solver, integrator, check)
 
 
 @compiled
-def _step_hessians(model, state, control, dt, lam, layout, solver, integrator, check):
-    f, x0, u0 = _step_map(model, state, control, dt, layout, solver, integrator, check, "step_hessians")
+def _step_hessians(model, state, control, dt, lam, layout, inputs, solver, integrator, check):
+    f, x0, u0 = _step_map(model, state, control, dt, layout, inputs, solver, integrator, check, "step_hessians")
     lam = jnp.asarray(lam, x0.dtype)
     if lam.shape != x0.shape:
         raise ValueError(f"step_hessians: lam must have one entry per coordinate of x+, shape {x0.shape}, got "

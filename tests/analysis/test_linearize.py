@@ -112,11 +112,13 @@ def test_double_pendulum_minimal_equals_central_differences():
 
 @pytest.mark.slow
 def test_cart_pole_minimal_coordinates_are_rail_position_and_angle():
-    """A cart on the x axis with a pole: minimal coordinates (cart x, pole angle, their rates); A equals central
-    differences of dc.step between states built here from (x_c, theta) by hand."""
+    """A cart on the x axis with a pole: minimal coordinates (cart x, pole angle, their rates). A, and B with respect
+    to the point forces (inputs="F": the force on the cart is column 0), equal central differences of dc.step between
+    states built here from (x_c, theta) by hand."""
     cart = dc.cart_chain(1, mass=[1.0, 0.3], length=0.7)
     dt = 0.02
     z0 = jnp.array([0.2, 1.2, -0.4, 0.8])
+    F0 = jnp.array([[1.5, 0.0], [0.0, 0.0]])
 
     def build(z):
         u = jnp.stack([jnp.cos(z[1]), jnp.sin(z[1])])
@@ -124,16 +126,21 @@ def test_cart_pole_minimal_coordinates_are_rail_position_and_angle():
         base, vb = jnp.stack([z[0], 0.0]), jnp.stack([z[2], 0.0])
         return dc.State(jnp.stack([base, base + 0.7 * u]), jnp.stack([vb, vb + 0.7 * z[3] * up]))
 
-    step = jax.jit(lambda s: dc.step(cart, s, dc.Control(tau=jnp.array([0.5, 0.0])), dt, check=False))
+    step = jax.jit(lambda s, F: dc.step(cart, s, dc.Control(tau=jnp.zeros(2), F=F), dt, check=False))
 
-    def f(z):
-        new = step(build(z))
+    def f(z, push=F0[0, 0]):
+        new = step(build(z), F0.at[0, 0].set(push))
         return jnp.concatenate([new.x[0, :1], dc.joint_angles(new), new.v[0, :1], dc.joint_velocities(new)[:1]])
 
     state = build(z0)
     np.testing.assert_allclose(dc.minimal_coordinates(cart, state), z0, atol=1e-14)
-    A, B = dc.linearize(cart, state, dc.Control(tau=jnp.array([0.5, 0.0])), dt, coords="minimal")
+    A, B = dc.linearize(cart, state, dc.Control(tau=jnp.zeros(2), F=F0), dt, coords="minimal", inputs="F")
+    assert A.shape == (4, 4) and B.shape == (4, 4)  # B: d/dF of the two points' forces, flattened
     np.testing.assert_allclose(A, central(f, z0), rtol=0, atol=1e-8)
+    np.testing.assert_allclose(B[:, 0], central(lambda p: f(z0, p[0]), F0[0, :1])[:, 0], rtol=0, atol=1e-8)
+    # the push accelerates the cart as if it carried the pole's mass times r_x^2 (the rod transmits force along r):
+    # d xdot+ / dF ~ dt / (m_c + m_p cos^2 theta) to first order in dt
+    assert abs(float(B[2, 0]) - dt / (1.0 + 0.3 * np.cos(1.2) ** 2)) < 0.01 * dt
 
 
 @pytest.mark.slow
@@ -275,6 +282,8 @@ def test_bad_arguments_are_named():
     state = dc.from_joint_angles(arm, theta, theta_dot)
     with pytest.raises(ValueError, match="coords must be one of"):
         dc.linearize(arm, state, u, 0.01, coords="angles")
+    with pytest.raises(ValueError, match="inputs must be one of \\('tau', 'F'\\).*got 'a_w'"):
+        dc.linearize(arm, state, u, 0.01, inputs="a_w")
     rail_tip = dc.Chain(jnp.ones(3), jnp.ones(2), slider=[False, False, True])
     with pytest.raises(ValueError, match="coords='minimal' needs a chain whose points 2..n are free.*sliders \\[3\\]"):
         dc.minimal_coordinates(rail_tip, dc.State(jnp.array([[0.0, 0.0], [1.0, 0.0], [2.0, 0.0]])))
