@@ -64,7 +64,6 @@ def _double_pendulum():
     return arm, theta, theta_dot, dc.Control(tau=jnp.array([0.3, -0.5, 0.1]))
 
 
-@pytest.mark.slow
 def test_double_pendulum_points_equals_central_differences():
     """In point coordinates (x, v flattened), with the default integrator Projected(RK4): A and B equal central
     differences of dc.step to 1e-8; A is singular (its range is tangent to the rods)."""
@@ -228,6 +227,31 @@ def test_floor_impact_is_the_saltation_linearisation():
 
 
 @pytest.mark.slow
+def test_limit_hit_equals_central_differences_of_event_step():
+    """A double pendulum whose elbow hits its limit theta_2 <= 0.5 inside the quantum (the joint is held there
+    after the impulse): A and B of event_linearize equal central differences of event_step to 1e-8, and A is not
+    the linearisation of the free step (the hit changes it at first order)."""
+    arm = dc.pendulum(2, mass=[1.0, 0.7], length=[1.0, 0.8])
+    limits = dc.Events(arm, theta_min=jnp.array([-jnp.inf, -0.5]), theta_max=jnp.array([jnp.inf, 0.5]))
+    state = dc.from_joint_angles(arm, jnp.array([0.3, 0.45]), jnp.array([0.2, 3.0]))
+    u, dt = dc.Control(tau=jnp.array([0.1, 0.2, 0.0])), 0.02
+    new, report = dc.event_step(arm, limits, dc.EventState(state), u, dt)
+    assert bool(report.limit_hits[1]) and bool(new.held[1]) and not bool(report.exhausted)
+
+    A, B = dc.event_linearize(arm, limits, dc.EventState(state), u, dt)
+    step = jax.jit(lambda s, tau: dc.event_step(arm, limits, dc.EventState(s), dc.Control(tau=tau), dt)[0].state)
+
+    def f(X, tau=u.tau):
+        new = step(dc.State(X[:6].reshape(3, 2), X[6:].reshape(3, 2)), tau)
+        return jnp.concatenate([new.x.ravel(), new.v.ravel()])
+
+    X0 = jnp.concatenate([state.x.ravel(), state.v.ravel()])
+    np.testing.assert_allclose(A, central(f, X0, 1e-6), rtol=0, atol=1e-8)
+    np.testing.assert_allclose(B, central(lambda t: f(X0, t), u.tau, 1e-6), rtol=0, atol=1e-8)
+    free, _ = dc.linearize(arm, state, u, dt, integrator=dc.VelocityVerlet())
+    assert float(jnp.max(jnp.abs(A - free))) > 0.1
+
+
 def test_trajectory_times_copies_is_one_program():
     """The batched linearisation of docs/guide/linearization.md, at 3 copies x 5 steps: one trace, one compiled
     program, and each (A, B) equal to the linearisation of that state and control alone."""
@@ -241,7 +265,7 @@ def test_trajectory_times_copies_is_one_program():
 
     def one(s, u):
         traces.append(1)
-        return dc.linearize(arm, s, u, dt, coords="minimal")
+        return dc.linearize(arm, s, u, dt, coords="minimal", integrator=dc.SemiImplicitEuler())
 
     batched = jax.jit(jax.vmap(jax.vmap(one)))
     A, B = batched(states, controls)
@@ -249,7 +273,8 @@ def test_trajectory_times_copies_is_one_program():
     assert len(traces) == 1 and A.shape == (3, 5, 4, 4) and B.shape == (3, 5, 4, 3)
     for c, t in [(0, 0), (2, 4), (1, 3)]:
         s = jax.tree_util.tree_map(lambda a: a[c, t], states)
-        a, b = dc.linearize(arm, s, dc.Control(tau=controls.tau[c, t]), dt, coords="minimal")
+        a, b = dc.linearize(arm, s, dc.Control(tau=controls.tau[c, t]), dt, coords="minimal",
+                            integrator=dc.SemiImplicitEuler())
         np.testing.assert_allclose(A[c, t], a, rtol=0, atol=1e-13)
         np.testing.assert_allclose(B[c, t], b, rtol=0, atol=1e-13)
 
