@@ -35,7 +35,7 @@ from .._model.geometry import from_joint_angles, joint_velocities, link_angles, 
 from .._model.model import Model, check_model
 from .._simulate.integrators import Integrator, VelocityVerlet
 from .._simulate.projection import Projected
-from .._simulate.rollout import step
+from .._simulate.rollout import dt_checks, step
 from .._solvers.base import Solver
 from .._state import Control, State
 
@@ -283,6 +283,7 @@ def linearize(model, state: State, control: Control | None, dt, *, coords: str =
     ``jax.jit(jax.vmap(jax.vmap(lambda s, u: dc.linearize(model, s, u, dt))))(states, controls)``, states and
     controls with leading axes (copies, steps), is one program."""
     layout = _layout_of(model, coords, "linearize")
+    dt_checks(dt, "linearize", False, integrator)  # a known dt: finite, > 0 (or nonzero: Integrator.backward)
     return _linearize(model, state, control, dt, layout, inputs, solver, integrator, check)
 
 
@@ -303,6 +304,7 @@ def event_linearize(model, events: Events, es: EventState, control: Control | No
     event, the saltation matrix of the jump, the flow after it. At a state where a small change adds or removes an
     event (a grazing contact) no linearisation describes the step."""
     layout = _layout_of(model, coords, "event_linearize")
+    dt_checks(dt, "event_linearize", False)  # a known dt: finite and > 0 (events need forward time)
     return _event_linearize(model, events, es, control, dt, layout, inputs, solver, integrator)
 
 
@@ -321,6 +323,7 @@ def step_hessians(model, state: State, control: Control | None, dt, lam, *, coor
     (nx,)). The full Hessians of a small system are these with lam a unit vector (``vmap`` over ``jnp.eye(nx)``).
     Forward over forward mode of the step: (nx + nu)^2 directions."""
     layout = _layout_of(model, coords, "step_hessians")
+    dt_checks(dt, "step_hessians", False, integrator)
     return _step_hessians(model, state, control, dt, lam, layout, inputs, solver, integrator, check)
 
 

@@ -317,6 +317,8 @@ def test_bad_arguments_are_named():
         dc.linearize(mech, drawn, None, 0.01, coords="minimal")
     with pytest.raises(ValueError, match="lam must have one entry per coordinate of x\\+, shape \\(4,\\)"):
         dc.step_hessians(arm, state, u, 0.01, jnp.ones(3), coords="minimal")
+    with pytest.raises(dc.InputError, match="linearize: dt must be finite and nonzero .*got 0.0"):
+        dc.linearize(arm, state, u, 0.0)
     with pytest.raises(TypeError, match="state must be a diffchain.State"):
         dc.linearize(arm, (state.x, state.v), u, 0.01)
     with pytest.raises(TypeError, match="masks guided, slider.*traced"):
