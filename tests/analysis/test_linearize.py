@@ -299,6 +299,7 @@ def test_step_hessians_equal_central_differences_of_the_linearisation():
     np.testing.assert_allclose(fuu, central(lambda t: gu(z0, t), u.tau, 1e-4), rtol=0, atol=1e-7)
     np.testing.assert_allclose(fxx, fxx.T, atol=1e-10)
     assert float(jnp.max(jnp.abs(fxx))) > 1e-3  # the step is not linear in the angles
+    assert float(jnp.max(jnp.abs(fux))) > 1e-4  # and a torque's effect depends on the configuration
 
 
 def test_bad_arguments_are_named():
