@@ -31,6 +31,8 @@ from ._events.state import EventState, Events, StepReport, check_event_state
 from ._events.quantum import event_step
 from ._events.rollout import event_rollout
 from ._analysis.diagnosis import Report, diagnose
+from ._analysis.linearize import (event_linearize, from_minimal_coordinates, linearize, minimal_coordinates,
+                                  step_hessians)
 
 __all__ = [
     # the model (built as a chain or by MechanismBuilder), its state and inputs
@@ -53,6 +55,8 @@ __all__ = [
     "EventState", "Events", "StepReport", "check_event_state", "event_rollout", "event_step",
     # whether a run can be trusted: finite, on its constraints, singular passages, exhausted budgets
     "Report", "diagnose",
+    # linearisations of one step for trajectory optimisation (iLQR, DDP): A, B, second order, minimal coordinates
+    "linearize", "event_linearize", "step_hessians", "minimal_coordinates", "from_minimal_coordinates",
     # bad input: the error it raises, eagerly and from a compiled program
     "InputError",
     # opt-in process settings

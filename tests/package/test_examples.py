@@ -15,7 +15,8 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
-SCRIPTS = ("throw_to_target.py", "swingup_optax.py", "train_policy.py", "batched_rollout.py", "fourbar_stop.py")  # each tested below
+SCRIPTS = ("throw_to_target.py", "swingup_optax.py", "train_policy.py", "batched_rollout.py", "fourbar_stop.py",
+           "ilqr.py")  # each tested below
 NOTEBOOKS = ("quickstart.ipynb",)
 
 
@@ -99,6 +100,19 @@ def test_fourbar_stop_quick(tmp_path):
     assert _number(r"lowest C (\S+) m from the floor", out) > -1e-9
     assert _number(r"lowest rocker angle (\S+) rad from the stop", out) > -1e-9
     assert _number(r"C at rest: \|v\| = (\S+) m/s", out) < 1e-9 and "stuck: True" in out
+
+
+@pytest.mark.slow
+def test_ilqr_quick(tmp_path):
+    """iLQR, at most 40 iterations per system: the linearisations agree with central differences of the step, the
+    cost falls, and both the acrobot and the cart-pole end within 1e-2 of upright and at rest."""
+    out = _run_quick("ilqr.py", tmp_path)
+    for name in ("acrobot", "cartpole"):
+        assert _number(rf"{name}: linearisation .* largest relative difference (\S+)", out) < 1e-6
+        costs = [float(v) for v in re.findall(rf"^{name} iter +\d+ +cost +(\S+)", out, re.M)]
+        assert len(costs) >= 2 and costs[-1] < 1e-2 * costs[0], (name, costs)
+        assert _number(rf"{name}: final max \|theta - theta\*\| = (\S+) rad", out) <= 1e-2
+        assert _number(rf"{name}: final .* max \|z_T - z\*\| = (\S+),", out) <= 1e-2
 
 
 def test_batched_rollout_quick(tmp_path):
