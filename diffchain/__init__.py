@@ -17,6 +17,7 @@ from ._simulate.integrators import RK4, Integrator, SeedQuantum, SemiImplicitEul
 from ._simulate.projection import RATTLE, Projected, project
 from ._model.inputs import check_state, constraint_violation
 from ._simulate.rollout import Backend, rollout, step
+from ._simulate.progress import ProgressMeter, TextProgressMeter, TqdmProgressMeter
 from ._xla.point_major_backend import PointMajor
 from ._xla.sharding import shard
 from ._analysis.sensitivity import da_dF, dalpha_dtau
@@ -44,6 +45,7 @@ __all__ = [
     # integration, sensitivities
     "RK4", "Integrator", "SeedQuantum", "SemiImplicitEuler", "VelocityVerlet",
     "check_state", "constraint_violation", "rollout", "step", "da_dF", "dalpha_dtau", "Backend", "PointMajor",
+    "ProgressMeter", "TextProgressMeter", "TqdmProgressMeter",
     "Projected", "RATTLE", "project",
     # batching: a batch spread over several devices
     "shard",

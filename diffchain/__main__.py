@@ -18,6 +18,16 @@ import time
 _BENT = (0.3, 0.9, -0.7, 0.5, 0.4)
 
 
+def _meter():
+    """The long commands' progress meter (on standard error): a tqdm bar where tqdm is installed, else lines."""
+    import diffchain as dc
+
+    try:
+        return dc.TqdmProgressMeter()
+    except ImportError:
+        return dc.TextProgressMeter()
+
+
 def demo(args) -> int:
     import jax
     import jax.numpy as jnp
@@ -40,8 +50,7 @@ def demo(args) -> int:
 
     @jax.jit
     def simulate(chain, s0):
-        final, traj = dc.rollout(chain, s0, None, dt, n_steps=n_steps,
-                                 integrator=dc.RK4())
+        final, traj = dc.rollout(chain, s0, None, dt, n_steps=n_steps, integrator=dc.RK4(), progress=_meter())
         rod_err, _ = jax.vmap(lambda s: dc.constraint_violation(chain, s))(traj)
         return traj, dc.energy(chain, traj), rod_err
 
@@ -101,7 +110,7 @@ def events(args) -> int:
     from diffchain._events.demo import falling_chain_figure
 
     jax.config.update("jax_enable_x64", True)
-    falling_chain_figure(args.out, gif=args.gif, T=args.steps, dt=args.dt)
+    falling_chain_figure(args.out, gif=args.gif, T=args.steps, dt=args.dt, progress=_meter())
     return 0
 
 

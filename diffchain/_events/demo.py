@@ -60,8 +60,9 @@ def initial_state(chain, phi0, height, vx, omega):
 
 
 def simulate(T=1500, dt=1e-3, *, n_links=6, mass=1.0, length=0.3, phi0=-0.8, height=1.0, vx=0.0, omega=-2.0,
-             theta_lim=1.0):
-    """Run the scenario for T quanta of dt under ``jax.jit``.
+             theta_lim=1.0, progress=None):
+    """Run the scenario for T quanta of dt under ``jax.jit`` (``progress``: a progress meter, as for
+    :func:`diffchain.event_rollout`).
 
     Returns (chain, events, initial EventState, EventStates after each quantum, StepReports, wall seconds incl.
     compile)."""
@@ -77,7 +78,7 @@ def simulate(T=1500, dt=1e-3, *, n_links=6, mass=1.0, length=0.3, phi0=-0.8, hei
 
     @jax.jit
     def run(chain, events, es):
-        _, (traj, reports) = dc.event_rollout(chain, events, es, None, dt, n_steps=T)
+        _, (traj, reports) = dc.event_rollout(chain, events, es, None, dt, n_steps=T, progress=progress)
         return traj, reports
 
     t0 = time.perf_counter()
@@ -145,14 +146,15 @@ def _filmstrip(ax, chain, x, t, stuck, held, idx, cmap, gap=0.2):
 
 
 def falling_chain_figure(path="docs/falling_chain.png", gif=None, T=1500, dt=1e-3, *, n_frames=8, dpi=100,
-                         verbose=True, **scenario):
+                         verbose=True, progress=None, **scenario):
     """Simulate the falling chain for ``T`` quanta of ``dt`` and draw the picture to ``path`` (PNG); with ``gif`` (a
-    path) also an animation, if pillow is installed. ``scenario`` overrides entries of :data:`SCENARIO`.
+    path) also an animation, if pillow is installed. ``scenario`` overrides entries of :data:`SCENARIO`; ``progress``
+    shows the simulation's progress (a progress meter, as for :func:`diffchain.event_rollout`).
 
     Returns a dict of statistics: event counts (impacts, limit_hits, releases, limit_releases, exhausted, halvings),
     min_height (the lowest point height reached, i.e. minus the worst penetration), energies, wall time, paths."""
     sc = {**SCENARIO, **scenario}
-    chain, _, es0, traj, rep, wall = simulate(T, dt, **sc)
+    chain, _, es0, traj, rep, wall = simulate(T, dt, progress=progress, **sc)
     n = chain.n
 
     def with_start(a0, a):  # prepend the initial value: index k is the state at t = k dt

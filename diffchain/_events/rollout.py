@@ -16,13 +16,14 @@ from .._state import Control
 from .._model.checks import compiled, runtime_checks
 from .._analysis.diagnosis import check_run
 from .._solvers.implicit import KKT_SOLUTION
+from .._simulate.progress import check_progress
 from .quantum import SLOTS, _event_quantum, check_event_integrator
 
 
 @compiled
 def event_rollout(model, events: Events, es: EventState, controls, dt, *, n_steps: int | None = None,
                   solver: Solver | None = None, integrator: Integrator = VelocityVerlet(), checkpoint: int | None = 1,
-                  check: bool = True):
+                  check: bool = True, progress=None):
     """:func:`event_step` in a ``lax.scan``; returns (final EventState, (EventStates, StepReports) after each quantum).
 
     ``integrator``: :class:`diffchain.VelocityVerlet` (the default) or :class:`diffchain.SeedQuantum` (the seed as
@@ -37,7 +38,8 @@ def event_rollout(model, events: Events, es: EventState, controls, dt, *, n_step
     :func:`check_event_state` unless ``check=False`` (e.g. to study drift on purpose), and so is the run: a
     ``ValueError`` says when its final state is not finite or off the rods and sliders beyond a tolerance that scales
     with the dtype (:mod:`diffchain._analysis.diagnosis`). Quanta that used up their budget are counted in the
-    StepReports (``exhausted``) and by :func:`diffchain.diagnose`, not raised.
+    StepReports (``exhausted``) and by :func:`diffchain.diagnose`, not raised. ``progress``: a progress meter, as for
+    :func:`diffchain.rollout`.
     """
     chain = model  # (a chain or a mechanism)
     from .._simulate.rollout import check_controls, describe, _scan_rollout, check_n_steps, control_checks, dt_checks
@@ -45,6 +47,7 @@ def event_rollout(model, events: Events, es: EventState, controls, dt, *, n_step
     who = "event_rollout"
     solver = check_solver(solver, who, check_model(chain, who))
     check_event_integrator(integrator, who)
+    progress = check_progress(progress, who)
     if not isinstance(es, EventState):
         raise TypeError(f"{who}: es must be a diffchain.EventState (e.g. dc.EventState(state)), got {describe(es)}")
     n_steps = check_n_steps(n_steps, who)
@@ -69,7 +72,7 @@ def event_rollout(model, events: Events, es: EventState, controls, dt, *, n_step
     # more only in their own pullback (in longer segments that would make the memory O(n_steps) again)
     keep = (SLOTS, KKT_SOLUTION) if checkpoint == 1 else ()
     dt = jnp.asarray(dt, chain.dtype)
-    final, traj = _scan_rollout(chain, body, es, controls, n_steps, checkpoint, lambda c: c.state, keep)
+    final, traj = _scan_rollout(chain, body, es, controls, n_steps, checkpoint, lambda c: c.state, keep, progress, who)
     if check:  # the run itself: finite and on its rods and sliders (diffchain._analysis.diagnosis): its final state
         final, traj = check_run(who, chain, final, traj, "a smaller dt, or a lower Events threshold")
     return final, traj

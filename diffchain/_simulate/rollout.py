@@ -17,6 +17,7 @@ from .._state import Control, State
 from .._model.checks import InputError, compiled, control_checks, describe, finite_state_check, runtime_checks
 from .._model.inputs import state_checks
 from .._model.model import Model, check_model
+from .progress import ProgressMeter, check_progress, with_progress
 from .projection import Projected
 from .._solvers.implicit import KKT_SOLUTION
 from .._analysis.diagnosis import check_run, run_checks
@@ -179,7 +180,7 @@ def _check_dtypes(chain, state, controls, who):
 @compiled
 def rollout(model, state: State, controls, dt, *, n_steps: int | None = None, solver: Solver | None = None,
             integrator: Integrator = Projected(), checkpoint: int | None = None, check: bool = True,
-            backend: Backend | None = None):
+            backend: Backend | None = None, progress: ProgressMeter | None = None):
     """Simulate a :class:`Model` (a chain or a mechanism) from ``state``; returns (final state, trajectory of the
     states after each step, stacked on axis 0).
 
@@ -209,7 +210,9 @@ def rollout(model, state: State, controls, dt, *, n_steps: int | None = None, so
     solution (:func:`diffchain._solvers.recursive.kkt_solve`, :func:`diffchain._solvers.recursive.link_solve`) and
     recomputes the elementwise terms around it. ``backend`` chooses how a batch runs under ``vmap``: None, the ``vmap``
     of this program; ``PointMajor()``, the batched point-major program of :mod:`diffchain._xla.point_major` and its own
-    adjoint (chains of point masses; the same results to round-off).
+    adjoint (chains of point masses; the same results to round-off). ``progress``: a
+    :class:`~diffchain.TextProgressMeter` or :class:`~diffchain.TqdmProgressMeter` shows the steps done while the
+    compiled program runs (None: no meter, and no callback in the program).
     """
     who = "rollout"
     solver = check_arguments(model, solver, integrator, who)
@@ -223,6 +226,10 @@ def rollout(model, state: State, controls, dt, *, n_steps: int | None = None, so
     if backend is not None and not model.serial:
         raise TypeError(f"{who}: a mechanism runs with backend=None (the batched backends are for chains of point "
                         f"masses), got {describe(backend)}")
+    progress = check_progress(progress, who)
+    if progress is not None and backend is not None:
+        raise TypeError(f"{who}: progress is shown by the default program (backend=None), not by "
+                        f"{type(backend).__name__}()")
     controls = check_controls(model, controls, n_steps, who)
     model.check_inputs(state, controls, who, steps=True)
     _check_dtypes(model, state, controls, who)
@@ -234,7 +241,7 @@ def rollout(model, state: State, controls, dt, *, n_steps: int | None = None, so
         state = State(runtime_checks((state.x,), pending)[0], state.v, state.t)
 
     def plain(model, state, controls):
-        return _rollout(model, state, controls, dt, n_steps, solver, integrator, checkpoint)
+        return _rollout(model, state, controls, dt, n_steps, solver, integrator, checkpoint, progress)
 
     if backend is None:
         final, traj = plain(model, state, controls)
@@ -249,7 +256,7 @@ def rollout(model, state: State, controls, dt, *, n_steps: int | None = None, so
     return final, traj
 
 
-def _rollout(chain, state, controls, dt, n_steps, solver, integrator, checkpoint):
+def _rollout(chain, state, controls, dt, n_steps, solver, integrator, checkpoint, progress=None):
     def body(s, u):
         if not isinstance(u, Control):
             raise TypeError(f"rollout: the policy must return a diffchain.Control, got {describe(u)}")
@@ -262,13 +269,15 @@ def _rollout(chain, state, controls, dt, n_steps, solver, integrator, checkpoint
         # around them, instead of storing every intermediate (the sweeps are never recomputed: kkt_solve, link_solve)
         body = jax.checkpoint(body, policy=jax.checkpoint_policies.save_only_these_names(KKT_SOLUTION),
                               prevent_cse=False)
-    return _scan_rollout(chain, body, state, controls, n_steps, checkpoint, lambda s: s)
+    return _scan_rollout(chain, body, state, controls, n_steps, checkpoint, lambda s: s, progress=progress)
 
 
-def _scan_rollout(chain: Model, body, init, controls, n_steps, checkpoint, to_state, keep=()):
+def _scan_rollout(chain: Model, body, init, controls, n_steps, checkpoint, to_state, keep=(), progress=None,
+                  who="rollout"):
     """``lax.scan`` of ``body(carry, control) -> (carry, output)`` over open-loop controls, a policy of the
     :class:`State` ``to_state(carry)``, or None (zero input); optionally checkpointed in segments (see :func:`rollout`)
-    whose reverse pass keeps their start and the values named ``keep`` (``jax.ad_checkpoint.checkpoint_name``)."""
+    whose reverse pass keeps their start and the values named ``keep`` (``jax.ad_checkpoint.checkpoint_name``), and
+    with a :class:`~diffchain.ProgressMeter` (:func:`diffchain._simulate.progress.with_progress`)."""
     if controls is None:
         controls = lambda s: chain.zero_control(s.x.dtype)  # noqa: E731
     if callable(controls) and not isinstance(controls, Control):
@@ -286,6 +295,8 @@ def _scan_rollout(chain: Model, body, init, controls, n_steps, checkpoint, to_st
         return body(s, policy(to_state(s)) if policy is not None else u)
 
     if checkpoint is None:
+        if progress is not None:  # (the step number travels with the controls)
+            closed, xs = with_progress(closed, progress, who, n_steps), (xs, jnp.arange(n_steps))
         return jax.lax.scan(closed, init, xs, length=n_steps)
     if n_steps % checkpoint:
         raise ValueError(f"rollout: n_steps={n_steps} must be a multiple of checkpoint={checkpoint}")
@@ -296,5 +307,7 @@ def _scan_rollout(chain: Model, body, init, controls, n_steps, checkpoint, to_st
     def segment(s, us):
         return jax.lax.scan(closed, s, us, length=checkpoint)
 
+    if progress is not None:  # after each segment, outside what the reverse pass recomputes
+        segment, xs_seg = with_progress(segment, progress, who, seg, checkpoint), (xs_seg, jnp.arange(seg))
     final, traj = jax.lax.scan(segment, init, xs_seg, length=seg)
     return final, jax.tree_util.tree_map(lambda u: u.reshape(n_steps, *u.shape[2:]), traj)

@@ -116,7 +116,7 @@ def test_docs_build_strict(tmp_path):
 @pytest.mark.slow
 def test_quick_start_commands_write_their_pictures(tmp_path):
     """The README's main job (``python -m diffchain demo``) and the events demo, shortened, in fresh processes as a
-    newcomer runs them: each writes a PNG and says where."""
+    newcomer runs them: each writes a PNG and says where, and shows its progress (a tqdm bar on standard error)."""
     import matplotlib.image
 
     for cmd, arg in (("demo", ["--seconds", "0.2"]), ("events", ["--steps", "100"])):
@@ -125,5 +125,7 @@ def test_quick_start_commands_write_their_pictures(tmp_path):
                              text=True, timeout=600)
         assert run.returncode == 0, run.stderr[-2000:]
         assert str(out) in run.stdout
+        steps = 200 if cmd == "demo" else 100  # (0.2 s at the demo's 1 ms)
+        assert f"{steps}/{steps}" in run.stderr, run.stderr[-2000:]
         image = matplotlib.image.imread(out)
         assert image.ndim == 3 and min(image.shape[:2]) > 200 and image.std() > 0.01
