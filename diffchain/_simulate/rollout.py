@@ -29,7 +29,7 @@ REMEDY = "a smaller dt, or the default integrator Projected()"
 
 
 class Backend(eqx.Module):
-    """How :func:`rollout` runs under ``vmap``, chosen explicitly with ``rollout(..., backend=...)``. Without one
+    """How :func:`~diffchain.rollout` runs under ``vmap``, chosen explicitly with ``rollout(..., backend=...)``. Without one
     (``backend=None``), the ``vmap`` of a rollout is the ``vmap`` of the one-chain program. Implementations:
     :class:`diffchain.PointMajor`."""
 
