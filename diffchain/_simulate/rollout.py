@@ -48,7 +48,7 @@ def step(model, state: State, control: Control, dt, *, solver: Solver | None = N
     Arguments of the wrong type or shape raise at trace time. ``check=True`` also checks that ``dt`` is finite and
     nonzero (> 0 for an integrator that does not integrate backward in time, :attr:`Integrator.backward`), the control
     and the state finite (:class:`diffchain.InputError`), and that the new state is finite and on the constraints
-    (:mod:`diffchain._analysis.diagnosis`), when the program runs if they are traced: inside a loop of your own that is
+    (as :func:`diffchain.diagnose` measures them), when the program runs if they are traced: inside a loop of your own that is
     one check per step, which ``check=False`` switches off (``rollout`` checks its inputs and its run once per call
     instead).
     """
@@ -188,7 +188,8 @@ def rollout(model, state: State, controls, dt, *, n_steps: int | None = None, so
     sliders; a mechanism's loop closure and its rate) to round-off.
 
     ``dt`` may be negative: the run then goes backward in time, with any integrator of the library
-    (:attr:`Integrator.backward`; :mod:`diffchain._simulate.integrators` says which ones a step back undoes).
+    (:attr:`Integrator.backward`). Only the symmetric schemes undo a step with the step back:
+    :class:`~diffchain.RATTLE` to round-off, the others to within their local error.
 
     Arguments of the wrong type or shape raise at trace time (TypeError / ValueError naming them), as do known bad
     values (``dt`` not finite or zero, non-finite controls: :class:`diffchain.InputError`). ``check=True`` also
@@ -197,7 +198,7 @@ def rollout(model, state: State, controls, dt, *, n_steps: int | None = None, so
     they are traced, ``dt`` and the controls: once per call, when the program runs (one ``lax.cond``;
     :func:`diffchain._model.checks.runtime_checks`), and the run itself: a ``ValueError`` says when its final state is
     not finite or off the rods and sliders beyond a tolerance that scales with the dtype
-    (:mod:`diffchain._analysis.diagnosis`). ``check=False`` skips these (e.g. to
+    (as :func:`diffchain.diagnose` measures it). ``check=False`` skips these (e.g. to
     study the drift correction on purpose, or for a program without host callbacks; :func:`diffchain.diagnose` then
     reports on the run without raising): from a start no motion can keep on the constraints, the PD drift correction
     may drag the chain into a singular pose and the rollout diverge.
