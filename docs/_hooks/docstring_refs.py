@@ -60,7 +60,8 @@ def rewrite_roles(text, resolve):
 # --------------------------------------------------------------------------------------------------------------
 # the built page's check (pure)
 
-RAW_ROLE = re.compile(r":(?:py:)?(?:class|func|meth|mod|attr|data|obj|exc|const):(?:<code>|`)")
+# any role, :func: as well as one the rewrite does not know (:ref:, :py:data:, :math:): Markdown shows them raw
+RAW_ROLE = re.compile(r"(?<![\w:]):(?:[a-z]+:)?[a-z]+:(?:<code>|`)")
 PRIVATE_PATH = re.compile(r"diffchain\._(?!_)\w*(?:\.\w+)*")
 UNRESOLVED = re.compile(r"\]\[(?:<code>)?diffchain[\w.]*(?:</code>)?\]")
 
