@@ -10,6 +10,8 @@ This file is loaded twice by the docs build:
   ``diffchain`` or one of its public submodules (``systems``, ``envs``, ``viz``) exports it, so
   ``diffchain._simulate.rollout.rollout`` becomes ``diffchain.rollout``. A target with no public name, or one that
   the reference does not show (no docstring), is written as code text, never as a broken link.
+  Every entry of a public name then ends with a line ``Guide: ...`` linking to the guide pages that use it (or its
+  group's page, :data:`GROUP_PAGES`); a public name with no guide page is a warning, so ``--strict`` fails.
 * as an **MkDocs hook** (``mkdocs.yml``: ``hooks``). It keeps tolerating link-like brackets in docstrings (block
   matrices such as ``[[M, J^T], [J, 0]] [a; -lambda]``, which Markdown reads as reference links), and checks the
   built API page: a raw Sphinx role, a private module path (``diffchain._...``) or an unresolved cross-reference left
@@ -17,6 +19,7 @@ This file is loaded twice by the docs build:
 """
 import html as _html
 import logging
+import pathlib
 import re
 
 _log = logging.getLogger("mkdocs.hooks.docstring_refs")
@@ -63,13 +66,13 @@ def rewrite_roles(text, resolve):
 # any role, :func: as well as one the rewrite does not know (:ref:, :py:data:, :math:): Markdown shows them raw
 RAW_ROLE = re.compile(r"(?<![\w:]):(?:[a-z]+:)?[a-z]+:(?:<code>|`)")
 PRIVATE_PATH = re.compile(r"diffchain\._(?!_)\w*(?:\.\w+)*")
-UNRESOLVED = re.compile(r"\]\[(?:<code>)?diffchain[\w.]*(?:</code>)?\]")
+UNRESOLVED = re.compile(r"\]\[(?:<code>)?[\w.:()-]+(?:</code>)?\]")
 
 
 def check_html(text):
     """The problems of a built API page: each a line naming what is left and a little of its context. Empty when the
     page shows no raw Sphinx role, no private module path ``diffchain._...`` (in its text or its attributes) and no
-    unresolved ``[title][diffchain.x]`` cross-reference."""
+    unresolved cross-reference ``[title][diffchain.x]`` or ``[title][heading-anchor]``."""
     problems = []
     for kind, pattern in (("raw Sphinx role", RAW_ROLE), ("private module path", PRIVATE_PATH),
                           ("unresolved cross-reference", UNRESOLVED)):
@@ -78,6 +81,70 @@ def check_html(text):
             context = " ".join(_html.unescape(context).split())
             problems.append(f"{kind} {match.group(0)!r} in: ...{context}...")
     return problems
+
+
+# --------------------------------------------------------------------------------------------------------------
+# every public name links to the guide pages that use it (pure but for reading docs/)
+
+DOCS = pathlib.Path(__file__).resolve().parents[1]
+# the pages a name's entry may link to, in the order of the site's navigation (the reference, home page, physics and
+# development pages are not guides)
+GUIDE_PAGES = ("getting-started.md", "guide/chains.md", "guide/mechanisms.md", "guide/events.md", "guide/gradients.md",
+               "guide/batching.md", "guide/sensitivities.md", "guide/linearization.md", "guide/systems.md",
+               "examples.md", "performance.md")
+# a name that no guide page uses links to its group's page (the groups of diffchain.__all__: a title's first words)
+# or its submodule's; a public name that has neither fails the build
+GROUP_PAGES = {"The model": "guide/chains.md", "Forward dynamics": "guide/chains.md",
+               "Integration": "guide/chains.md", "Batching": "guide/batching.md",
+               "Closed loops": "guide/mechanisms.md", "Contacts": "guide/events.md",
+               "Whether a run": "getting-started.md", "Linearisations": "guide/linearization.md",
+               "Bad input": "getting-started.md", "Opt-in": "performance.md"}
+MODULE_PAGES = {"diffchain.systems": "guide/systems.md", "diffchain.envs": "guide/systems.md",
+                "diffchain.viz": "examples.md"}
+MOST_LINKS = 3
+
+
+def page_titles(docs=DOCS):
+    """{page: (title, anchor)}: each guide page's first heading and its anchor (as the toc extension makes it)."""
+    from markdown.extensions.toc import slugify
+
+    out = {}
+    for page in GUIDE_PAGES:
+        title = re.search(r"^# (.+)$", (docs / page).read_text(), re.M).group(1).strip()
+        out[page] = (title, slugify(title, "-"))
+    return out
+
+
+def guide_pages(public_names, groups=(), docs=DOCS):
+    """{public path: [page, ...]}: for each public path (``diffchain.rollout``, ``diffchain.systems.cartpole``), the
+    guide pages that use it (``dc.rollout``, ``systems.cartpole``, ``from diffchain.systems import cartpole``), in the
+    site's order, at most MOST_LINKS; else its group's page (``groups``: [(title, names)] of diffchain.__all__) or
+    its submodule's; else no entry."""
+    texts = {page: (docs / page).read_text() for page in GUIDE_PAGES}
+    group_of = {f"diffchain.{n}": title for title, names in groups for n in names}
+    out = {}
+    for path in public_names:
+        module, name = path.rsplit(".", 1)
+        sub = module.rsplit(".", 1)[-1]
+        if module == "diffchain":
+            used = rf"\b(?:dc|diffchain)\.{name}\b"
+        else:
+            used = (rf"\b(?:{sub}|{re.escape(module)})\.{name}\b|"
+                    rf"^\s*from {re.escape(module)} import [^\n]*\b{name}\b")
+        pages = [page for page, text in texts.items() if re.search(used, text, re.M)][:MOST_LINKS]
+        if not pages:
+            title = group_of.get(path, "")
+            pages = [page for start, page in GROUP_PAGES.items() if title.startswith(start)][:1]
+        if not pages and (path in MODULE_PAGES or module in MODULE_PAGES):
+            pages = [MODULE_PAGES.get(path) or MODULE_PAGES[module]]
+        if pages:
+            out[path] = pages
+    return out
+
+
+def guide_line(pages, titles):
+    """The line appended to an entry's docstring: autorefs links to the pages' first headings."""
+    return "Guide: " + ", ".join(f"[{titles[p][0]}][{titles[p][1]}]" for p in pages) + "."
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -98,6 +165,15 @@ def _final_path(obj):
         return None
 
 
+def _api_groups():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("api_groups", DOCS / "_hooks" / "api_groups.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.groups()
+
+
 if griffe is not None:
     class PublicReferences(griffe.Extension):
         """Rewrites every docstring's Sphinx roles of the package, once it is loaded, to public cross-references."""
@@ -113,7 +189,10 @@ if griffe is not None:
                 except Exception:
                     continue
                 public.setdefault(module.path, module.path)
-                for name in (module.exports or ()):
+                # its __all__, else (diffchain.viz) what it defines and does not import
+                names = module.exports if module.exports is not None else [
+                    n for n, m in module.members.items() if not n.startswith("_") and not m.is_alias]
+                for name in names:
                     name = name if isinstance(name, str) else getattr(name, "name", str(name))
                     member = module.members.get(name)
                     final = member is not None and _final_path(member)
@@ -169,6 +248,30 @@ if griffe is not None:
                         walk(member)
 
             walk(pkg)
+
+            # every entry of the reference (a public name with a docstring) ends with its guide pages
+            entries = {}
+            for path in sorted(set(public.values()), key=list(public.values()).index):
+                if path == "diffchain":
+                    continue
+                try:
+                    target = collection[path]
+                    target = target.final_target if target.is_alias else target
+                except Exception:
+                    continue
+                if target.docstring is not None and target.docstring.value.strip():
+                    entries[path] = target
+            groups = _api_groups()
+            pages = guide_pages(list(entries), groups)
+            titles = page_titles()
+            done = set()
+            for path, target in entries.items():
+                if path not in pages:
+                    _log.warning("docs/_hooks/docstring_refs.py: %s has no guide page (GROUP_PAGES, MODULE_PAGES)",
+                                 path)
+                elif id(target) not in done:
+                    done.add(id(target))
+                    target.docstring.value = target.docstring.value.rstrip() + "\n\n" + guide_line(pages[path], titles)
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -85,8 +85,23 @@ def test_the_griffe_extension_rewrites_the_package_docstrings(refs):
     assert refs.ROLE.search(rollout) is None
     assert "[`Model`][diffchain.Model]" in rollout and "[`RATTLE`][diffchain.RATTLE]" in rollout
     assert "][diffchain._" not in rollout
+    assert rollout.rstrip().splitlines()[-1].startswith("Guide: [Getting started][getting-started]")
     backend = pkg["_simulate.rollout.Backend"].docstring.value
     assert "[`rollout`][diffchain.rollout]" in backend and "][diffchain.PointMajor]" in backend
+
+
+def test_every_public_name_links_to_guide_pages(refs):
+    groups = [("Integration, sensitivities", ["rollout", "Integrator"]), ("Opt-in process settings", ["xla_cpu_flags"])]
+    pages = refs.guide_pages(["diffchain.rollout", "diffchain.Integrator", "diffchain.systems.cartpole",
+                              "diffchain.viz.animate", "diffchain.nowhere"], groups)
+    assert "getting-started.md" in pages["diffchain.rollout"] and len(pages["diffchain.rollout"]) <= refs.MOST_LINKS
+    assert pages["diffchain.Integrator"] == ["guide/chains.md"]          # used by no page: its group's
+    assert pages["diffchain.systems.cartpole"][0] == "guide/systems.md"
+    assert pages["diffchain.viz.animate"] == ["examples.md"]             # its submodule's
+    assert "diffchain.nowhere" not in pages                               # neither: the build warns (strict: fails)
+    titles = refs.page_titles()
+    assert titles["guide/chains.md"] == ("Chains", "chains")
+    assert refs.guide_line(["guide/chains.md"], titles) == "Guide: [Chains][chains]."
 
 
 @pytest.mark.slow
