@@ -209,7 +209,7 @@ def rollout(model, state: State, controls, dt, *, n_steps: int | None = None, so
     O(T/k + k) instead of O(T)). With the recursive solver, reverse mode stores only each step's state and KKT
     solution (:func:`diffchain._solvers.recursive.kkt_solve`, :func:`diffchain._solvers.recursive.link_solve`) and
     recomputes the elementwise terms around it. ``backend`` chooses how a batch runs under ``vmap``: None, the ``vmap``
-    of this program; ``PointMajor()``, the batched point-major program of :mod:`diffchain._xla.point_major` and its own
+    of this program; ``PointMajor()``, the batched point-major program (:class:`~diffchain.PointMajor`) and its own
     adjoint (chains of point masses; the same results to round-off).
     """
     who = "rollout"
