@@ -98,7 +98,7 @@ def _check_state(state, who):
 
 
 def minimal_coordinates(model, state: State, ref=None):
-    """The minimal coordinates (q, q_dot) of ``state``, one flat vector (see :mod:`diffchain._analysis.linearize`): a
+    """The minimal coordinates (q, q_dot) of ``state``, one flat vector (``coords="minimal"`` of :func:`~diffchain.linearize`): a
     chain's base (none for a pinned point 1, its position along the rail for a slider, (x, y) for a free point) and
     joint angles theta_1..theta_{n-1}, then their rates; a mechanism's motor angles, then their rates.
 

@@ -37,7 +37,7 @@ def event_rollout(model, events: Events, es: EventState, controls, dt, *, n_step
     for a mechanism. ``dt`` must be > 0 (events need forward time). The start is validated by
     :func:`check_event_state` unless ``check=False`` (e.g. to study drift on purpose), and so is the run: a
     ``ValueError`` says when its final state is not finite or off the rods and sliders beyond a tolerance that scales
-    with the dtype (:mod:`diffchain._analysis.diagnosis`). Quanta that used up their budget are counted in the
+    with the dtype (as :func:`diffchain.diagnose` measures it). Quanta that used up their budget are counted in the
     StepReports (``exhausted``) and by :func:`diffchain.diagnose`, not raised. ``progress``: a progress meter, as for
     :func:`diffchain.rollout`.
     """

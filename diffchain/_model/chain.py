@@ -46,8 +46,8 @@ def Chain(m, l, *, guided=None, slider=None, s=None, c=None, k_omega=None, k_v=N
       guided:   which points have a prescribed acceleration a^w (seed §6.1; a fixed pin is a^w = 0)
       slider:   which points move on a line (seed §6.3, §6.4); ``guided`` wins where both are set
     The last point is the terminal joint of seed §6.2 (no rod leaves it).
-    Optional rigid links with distributed mass (all None for the seed's massless rods; see
-    :mod:`diffchain._model.inertia`):
+    Optional rigid links with distributed mass (all None for the seed's massless rods; see the guide's
+    [Rigid links with distributed mass][rigid-links-with-distributed-mass]):
       link_mass:    (n-1,)   mass of link k
       link_com:     (n-1,2)  its centre of mass (a, b) in metres: a along r_k from point k, b across (along r_k^*);
                              default (l_k/2, 0)

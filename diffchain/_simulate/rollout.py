@@ -30,7 +30,7 @@ REMEDY = "a smaller dt, or the default integrator Projected()"
 
 
 class Backend(eqx.Module):
-    """How :func:`rollout` runs under ``vmap``, chosen explicitly with ``rollout(..., backend=...)``. Without one
+    """How :func:`~diffchain.rollout` runs under ``vmap``, chosen explicitly with ``rollout(..., backend=...)``. Without one
     (``backend=None``), the ``vmap`` of a rollout is the ``vmap`` of the one-chain program. Implementations:
     :class:`diffchain.PointMajor`."""
 
@@ -49,7 +49,7 @@ def step(model, state: State, control: Control, dt, *, solver: Solver | None = N
     Arguments of the wrong type or shape raise at trace time. ``check=True`` also checks that ``dt`` is finite and
     nonzero (> 0 for an integrator that does not integrate backward in time, :attr:`Integrator.backward`), the control
     and the state finite (:class:`diffchain.InputError`), and that the new state is finite and on the constraints
-    (:mod:`diffchain._analysis.diagnosis`), when the program runs if they are traced: inside a loop of your own that is
+    (as :func:`diffchain.diagnose` measures them), when the program runs if they are traced: inside a loop of your own that is
     one check per step, which ``check=False`` switches off (``rollout`` checks its inputs and its run once per call
     instead).
     """
@@ -189,7 +189,8 @@ def rollout(model, state: State, controls, dt, *, n_steps: int | None = None, so
     sliders; a mechanism's loop closure and its rate) to round-off.
 
     ``dt`` may be negative: the run then goes backward in time, with any integrator of the library
-    (:attr:`Integrator.backward`; :mod:`diffchain._simulate.integrators` says which ones a step back undoes).
+    (:attr:`Integrator.backward`). Only the symmetric schemes undo a step with the step back:
+    :class:`~diffchain.RATTLE` to round-off, the others to within their local error.
 
     Arguments of the wrong type or shape raise at trace time (TypeError / ValueError naming them), as do known bad
     values (``dt`` not finite or zero, non-finite controls: :class:`diffchain.InputError`). ``check=True`` also
@@ -198,7 +199,7 @@ def rollout(model, state: State, controls, dt, *, n_steps: int | None = None, so
     they are traced, ``dt`` and the controls: once per call, when the program runs (one ``lax.cond``;
     :func:`diffchain._model.checks.runtime_checks`), and the run itself: a ``ValueError`` says when its final state is
     not finite or off the rods and sliders beyond a tolerance that scales with the dtype
-    (:mod:`diffchain._analysis.diagnosis`). ``check=False`` skips these (e.g. to
+    (as :func:`diffchain.diagnose` measures it). ``check=False`` skips these (e.g. to
     study the drift correction on purpose, or for a program without host callbacks; :func:`diffchain.diagnose` then
     reports on the run without raising): from a start no motion can keep on the constraints, the PD drift correction
     may drag the chain into a singular pose and the rollout diverge.
@@ -209,7 +210,7 @@ def rollout(model, state: State, controls, dt, *, n_steps: int | None = None, so
     O(T/k + k) instead of O(T)). With the recursive solver, reverse mode stores only each step's state and KKT
     solution (:func:`diffchain._solvers.recursive.kkt_solve`, :func:`diffchain._solvers.recursive.link_solve`) and
     recomputes the elementwise terms around it. ``backend`` chooses how a batch runs under ``vmap``: None, the ``vmap``
-    of this program; ``PointMajor()``, the batched point-major program of :mod:`diffchain._xla.point_major` and its own
+    of this program; ``PointMajor()``, the batched point-major program (:class:`~diffchain.PointMajor`) and its own
     adjoint (chains of point masses; the same results to round-off). ``progress``: a
     :class:`~diffchain.TextProgressMeter` or :class:`~diffchain.TqdmProgressMeter` shows the steps done while the
     compiled program runs (None: no meter, and no callback in the program).

@@ -30,7 +30,7 @@ class PointMajor(Backend):
     point masses (free, guided or on a line; with or without damping and drag) of up to ``LEAN_MAX`` points with the
     :class:`~diffchain.Recursive` solver, a plain integrator (``RK4()``, ``SemiImplicitEuler()``, ``SeedQuantum()``;
     not the default ``Projected()``), open-loop controls, a policy or none, and ``dt`` and the integrator known at
-    trace time; otherwise :meth:`rollout` raises, and :meth:`supports` says why.
+    trace time; otherwise :meth:`Backend.rollout` raises, and :meth:`supports` says why.
     """
 
     def supports(self, chain: Model, controls, dt, n_steps, solver, integrator) -> str | None:

@@ -37,7 +37,7 @@ MODULE_OF = {"jax": "jax", "jaxlib": "jaxlib", "equinox": "equinox", "numpy": "n
              "hypothesis": "hypothesis", "mujoco": "mujoco", "mujoco-mjx": "mujoco", "gymnasium": "gymnasium",
              "build": "build", "tomli": "tomli", "mkdocs-material": "material",
              "mkdocstrings": "mkdocstrings", "jax2d": "jax2d", "chex": "chex", "jupyterlab": "jupyterlab",
-             "ipykernel": "ipykernel", "nbclient": "nbclient", "tqdm": "tqdm"}
+             "ipykernel": "ipykernel", "nbclient": "nbclient", "tqdm": "tqdm", "black": "black"}
 
 
 def _project():
