@@ -32,7 +32,7 @@ def test_a_million_step_rollout_shows_its_progress():
     final, _ = _run(10**6, dc.TextProgressMeter(file=buf))
     done, total = _shown(buf.getvalue())
     assert done == [k * 10**5 for k in range(11)] and total == {10**6}  # 0 %, 10 %, ..., 100 %: updates=10
-    np.testing.assert_array_equal(final.x, _run(10**6)[0].x)
+    assert np.all(np.isfinite(final.x))  # (the motion with and without a meter: the next test)
 
 
 def test_without_a_meter_the_program_has_no_callback_and_the_motion_is_the_same():
@@ -59,7 +59,8 @@ def test_a_gradient_shows_the_forward_pass_once_also_through_checkpointed_segmen
     def loss(length, progress=None):
         model = dc.pendulum(1, length=length)
         start = dc.from_joint_angles(model, jnp.array([0.5]))
-        return dc.rollout(model, start, None, 1e-3, n_steps=400, checkpoint=50, progress=progress)[0].x[-1, 0]
+        return dc.rollout(model, start, None, 1e-3, n_steps=400, checkpoint=50, integrator=dc.SemiImplicitEuler(),
+                          progress=progress)[0].x[-1, 0]
 
     buf = io.StringIO()
     g = jax.grad(loss)(1.0, dc.TextProgressMeter(updates=4, file=buf))
