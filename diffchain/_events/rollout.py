@@ -16,14 +16,14 @@ from .._state import Control
 from .._model.checks import compiled, runtime_checks
 from .._analysis.diagnosis import check_run
 from .._solvers.implicit import KKT_SOLUTION
-from .._simulate.progress import check_progress
+from .._simulate.progress import ProgressMeter, check_progress
 from .quantum import SLOTS, _event_quantum, check_event_integrator
 
 
 @compiled
 def event_rollout(model, events: Events, es: EventState, controls, dt, *, n_steps: int | None = None,
                   solver: Solver | None = None, integrator: Integrator = VelocityVerlet(), checkpoint: int | None = 1,
-                  check: bool = True, progress=None):
+                  check: bool = True, progress: ProgressMeter | None = None):
     """:func:`event_step` in a ``lax.scan``; returns (final EventState, (EventStates, StepReports) after each quantum).
 
     ``integrator``: :class:`diffchain.VelocityVerlet` (the default) or :class:`diffchain.SeedQuantum` (the seed as

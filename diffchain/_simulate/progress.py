@@ -89,7 +89,7 @@ def check_progress(progress, who: str):
     return progress
 
 
-def with_progress(body, progress: ProgressMeter | None, who: str, n_calls: int, per: int = 1):
+def with_progress(body, progress: ProgressMeter, who: str, n_calls: int, per: int = 1):
     """``body(carry, (x, i)) -> (carry, out)`` for the scan body ``body(carry, x)`` of ``n_calls`` iterations of
     ``per`` steps each, ``i`` the iteration (0 to n_calls - 1): ``progress`` is opened before the first and shows the
     steps done after every ceil(n_calls / updates)-th iteration and after the last. (A rollout checkpointed in
@@ -99,8 +99,8 @@ def with_progress(body, progress: ProgressMeter | None, who: str, n_calls: int, 
 
     def report(done):
         done = int(done)
-        if done == 0 or "handle" not in state:
-            if "handle" in state:  # (a run stopped before its end)
+        if done == 0:  # a run starts (closing what a run stopped before its end left open)
+            if "handle" in state:
                 progress.close(state.pop("handle"))
             state["handle"] = progress.open(who, total)
         progress.show(state["handle"], done, total)
