@@ -32,6 +32,9 @@ from ._events.state import EventState, Events, StepReport, check_event_state
 from ._events.quantum import event_step
 from ._events.rollout import event_rollout
 from ._analysis.diagnosis import Report, diagnose
+from ._constraints.kinds import Polynomial
+from ._io.format import FileFormatError, load, load_events, save
+from ._io.trajectory import Trajectory, load_trajectory, save_trajectory
 from ._analysis.linearize import (event_linearize, from_minimal_coordinates, linearize, minimal_coordinates,
                                   step_hessians)
 
@@ -50,7 +53,7 @@ __all__ = [
     # batching: a batch spread over several devices
     "shard",
     # closed loops and mechanisms (seeds 001-004)
-    "MechanismBuilder", "constraint_terms", "lagrange_terms", "reactions", "acceleration_analysis",
+    "MechanismBuilder", "Polynomial", "constraint_terms", "lagrange_terms", "reactions", "acceleration_analysis",
     "assemble", "kinematic_analysis", "velocity_analysis", "actuator_forces", "loop_closure_dynamics",
     "loop_closure_terms", "mechanism_inverse_dynamics",
     # contacts, limits and held joints (seed 000 Part II, §7, §12)
@@ -59,6 +62,8 @@ __all__ = [
     "Report", "diagnose",
     # linearisations of one step for trajectory optimisation (iLQR, DDP): A, B, second order, minimal coordinates
     "linearize", "event_linearize", "step_hessians", "minimal_coordinates", "from_minimal_coordinates",
+    # files: models (JSON, a versioned format with a schema) and trajectories with their model (.npz)
+    "save", "load", "load_events", "save_trajectory", "load_trajectory", "Trajectory", "FileFormatError",
     # bad input: the error it raises, eagerly and from a compiled program
     "InputError",
     # opt-in process settings

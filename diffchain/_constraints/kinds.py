@@ -8,6 +8,7 @@ correction) for every model.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable
 
 import equinox as eqx
@@ -69,6 +70,27 @@ class OnLine(eqx.Module):
 
     def __call__(self, P, t):
         return _cross(P[self.b] - P[self.a], P[self.i] - P[self.a]) / self.L
+
+
+@dataclasses.dataclass(frozen=True)
+class Polynomial:
+    """f(t) = c_0 + c_1 t + ... + c_k t^k (Horner's rule): a driver's function of time (:meth:`diffchain.MechanismBuilder.drive`)
+    that a model file can hold (:func:`diffchain.save`); a constant driver is a polynomial of degree 0. Equal
+    coefficients make equal functions, so two models with the same drivers share their compiled programs."""
+    coefficients: tuple
+
+    def __post_init__(self):
+        c = tuple(float(v) for v in np.ravel(np.asarray(self.coefficients, float)))
+        if not c or not np.all(np.isfinite(c)):
+            raise ValueError(f"Polynomial: coefficients must be one or more finite numbers, got {self.coefficients!r}")
+        object.__setattr__(self, "coefficients", c)
+
+    def __call__(self, t):
+        c = self.coefficients
+        y = c[-1] + 0.0 * t   # (a constant: the shape and dtype of t)
+        for ck in c[-2::-1]:
+            y = y * t + ck
+        return y
 
 
 class Driver(eqx.Module):

@@ -14,7 +14,7 @@ from .._state import State
 from .chain import G
 from .host import array
 from .model import Bodies, Model
-from .._constraints.kinds import _R, Coincide, Distance, Driver, OnLine, PointKinds
+from .._constraints.kinds import _R, Coincide, Distance, Driver, OnLine, PointKinds, Polynomial
 
 
 def _finite_float(value, name):
@@ -161,7 +161,9 @@ class MechanismBuilder:
         return name
 
     def drive(self, name, kind, points, f):
-        """A driving constraint with f(t): kind in {"distance", "angle", "relangle", "x", "y"} (see :class:`Driver`)."""
+        """A driving constraint with f(t): kind in {"distance", "angle", "relangle", "x", "y"} (see :class:`Driver`);
+        ``f`` a function of time, or a number (a constant). A model file (:func:`diffchain.save`) holds drivers whose
+        ``f`` is a :class:`diffchain.Polynomial` (or a constant); other Python functions cannot be saved."""
         if kind not in ("distance", "angle", "relangle", "x", "y"):
             raise ValueError(f"MechanismBuilder: driver {name!r}: unknown kind {kind!r}")
         need = {"distance": 2, "angle": 2, "relangle": 4, "x": 1, "y": 1}[kind]
@@ -175,8 +177,7 @@ class MechanismBuilder:
         if kind == "relangle":
             scale = float(np.linalg.norm(pos[1] - pos[0]) * np.linalg.norm(pos[3] - pos[2]))
         if not callable(f):
-            val = float(f)
-            f = lambda t, val=val: val + 0.0 * t  # noqa: E731
+            f = Polynomial((_finite_float(f, f"MechanismBuilder: driver {name!r} f"),))
         self.drivers.append(Driver(kind, idx, f, scale))
         self.joint_names.append((name, "drv", len(self.drivers) - 1))
         return name
