@@ -74,8 +74,8 @@ class OnLine(eqx.Module):
 
 @dataclasses.dataclass(frozen=True)
 class Polynomial:
-    """f(t) = c_0 + c_1 t + ... + c_k t^k (Horner's rule): a driver's function of time (:meth:`diffchain.MechanismBuilder.drive`)
-    that a model file can hold (:func:`diffchain.save`); a constant driver is a polynomial of degree 0. Equal
+    """f(t) = c_0 + c_1 t + ... + c_k t^k (Horner's rule): a driver's function of time
+    (:meth:`diffchain.MechanismBuilder.drive`) that a model file can hold (:func:`diffchain.save`); a constant driver is a polynomial of degree 0. Equal
     coefficients make equal functions, so two models with the same drivers share their compiled programs."""
     coefficients: tuple
 

@@ -59,8 +59,8 @@ CHAINS = {
         [1.0, 0.5, 0.25, 2.0], [0.3, 0.7, 1.1], guided=[True, False, False, False],
         slider=[False, True, False, True], s=[[0.0, 1.0], [0.6, 0.8], [0.0, 1.0], [1.0, 0.0]], c=[0.0, 0.1, 0.0, -0.2],
         k_omega=[0.1, 0.2, 0.3, 0.0], k_v=0.05, g=1.62, link_mass=[0.1, 0.2, 0.3],
-        link_com=[[0.1, 0.01], [0.3, 0.0], [0.5, -0.02]], link_inertia=[0.01, 0.02, 0.03], torsion_k=[1.0, 2.0, 0.5, 0.0],
-        torsion_theta0=[0.1, -0.2, 0.3, 0.0]),
+        link_com=[[0.1, 0.01], [0.3, 0.0], [0.5, -0.02]], link_inertia=[0.01, 0.02, 0.03],
+        torsion_k=[1.0, 2.0, 0.5, 0.0], torsion_theta0=[0.1, -0.2, 0.3, 0.0]),
     "float32": lambda: dc.pendulum(2, mass=np.float32(1.5), length=np.float32(0.1), k_omega=np.float32(0.1),
                                    link_mass=np.float32(0.3)),
     "mechanism": mechanism_with_every_kind,
@@ -135,7 +135,8 @@ def test_a_rollout_of_the_loaded_chain_is_bit_for_bit_the_same(tmp_path):
     """A chain with links, sliders, dampers, drag and torsional springs (from a state on its rods; its sliders' lines
     pull it onto them)."""
     chain = CHAINS["every_option"]()
-    rollouts_agree(chain, dc.from_joint_angles(chain, jnp.asarray([-0.5, 0.3, 0.2])), dc.Control(tau=jnp.full((20, 4), 0.1)), tmp_path)
+    start = dc.from_joint_angles(chain, jnp.asarray([-0.5, 0.3, 0.2]))
+    rollouts_agree(chain, start, dc.Control(tau=jnp.full((20, 4), 0.1)), tmp_path)
 
 
 def test_a_rollout_of_the_loaded_mechanism_is_bit_for_bit_the_same(tmp_path):
@@ -145,8 +146,8 @@ def test_a_rollout_of_the_loaded_mechanism_is_bit_for_bit_the_same(tmp_path):
 
 def test_events_are_saved_with_the_model(tmp_path):
     chain = dc.pendulum(3)
-    events = dc.Events(chain, ground=-2.5, lines=([[1.0, 0.0]], [[-0.6, 0.8]]), theta_min=-1.0, theta_max=[1.0, 2.0, 3.0],
-                       threshold=0.5, max_depth=2, slots=6)
+    events = dc.Events(chain, ground=-2.5, lines=([[1.0, 0.0]], [[-0.6, 0.8]]), theta_min=-1.0,
+                       theta_max=[1.0, 2.0, 3.0], threshold=0.5, max_depth=2, slots=6)
     dc.save(chain, tmp_path / "c.json", events=events)
     assert_same(dc.load(tmp_path / "c.json"), chain)
     assert_same(dc.load_events(tmp_path / "c.json"), events)

@@ -95,7 +95,8 @@ def test_bad_input_and_bad_files(tmp_path):
     header = json.loads(str(entries["header"][()]))
     for edit, message in ((lambda h: h.update(format_version=9), r"^format_version: the file is of format version 9"),
                           (lambda h: h["states"].update(type="Control"), r"^states\.type: expected 'State' or "),
-                          (lambda h: h["states"]["x"].update(array="nope"), r'^states\.x: the archive has no array "nope"'),
+                          (lambda h: h["states"]["x"].update(array="nope"),
+                           r'^states\.x: the archive has no array "nope"'),
                           (lambda h: h["states"].pop("v"), r"^states\.v: missing field \(a State has x, v, t\)")):
         h = json.loads(json.dumps(header))
         edit(h)

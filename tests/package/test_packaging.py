@@ -37,7 +37,8 @@ MODULE_OF = {"jax": "jax", "jaxlib": "jaxlib", "equinox": "equinox", "numpy": "n
              "hypothesis": "hypothesis", "mujoco": "mujoco", "mujoco-mjx": "mujoco", "gymnasium": "gymnasium",
              "build": "build", "tomli": "tomli", "mkdocs-material": "material",
              "mkdocstrings": "mkdocstrings", "jax2d": "jax2d", "chex": "chex", "jupyterlab": "jupyterlab",
-             "ipykernel": "ipykernel", "nbclient": "nbclient", "tqdm": "tqdm", "black": "black"}
+             "ipykernel": "ipykernel", "nbclient": "nbclient", "tqdm": "tqdm", "black": "black",
+             "jsonschema": "jsonschema"}
 
 
 def _project():
@@ -259,6 +260,8 @@ def test_sdist_and_wheel_hold_what_they_should_and_the_sdist_tests_pass_installe
         in_wheel = set(whl.namelist())
         meta = whl.read(next(n for n in in_wheel if n.endswith(".dist-info/METADATA"))).decode()
     package = {p.relative_to(ROOT).as_posix() for p in (ROOT / "diffchain").rglob("*.py")} | {"diffchain/py.typed"}
+    package |= {p.relative_to(ROOT).as_posix() for p in (ROOT / "diffchain").rglob("*.schema.json")}  # (the format's)
+    assert "diffchain/_io/schema/model-v1.schema.json" in package
     assert "diffchain/__init__.py" in package
     assert {n for n in in_wheel if ".dist-info/" not in n} == package
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in in_wheel)
