@@ -75,8 +75,12 @@ class OnLine(eqx.Module):
 @dataclasses.dataclass(frozen=True)
 class Polynomial:
     """f(t) = c_0 + c_1 t + ... + c_k t^k (Horner's rule): a driver's function of time
-    (:meth:`diffchain.MechanismBuilder.drive`) that a model file can hold (:func:`diffchain.save`); a constant driver is a polynomial of degree 0. Equal
-    coefficients make equal functions, so two models with the same drivers share their compiled programs."""
+    (:meth:`diffchain.MechanismBuilder.drive`) that a model file can hold (:func:`diffchain.save`); a constant driver
+    is a polynomial of degree 0. Equal coefficients make equal functions, so two models with the same drivers share
+    their compiled programs.
+
+        mb.drive("crank", "angle", ("O", "A"), dc.Polynomial((0.5, 2.0)))   # theta(t) = 0.5 + 2 t
+    """
     coefficients: tuple
 
     def __post_init__(self):

@@ -244,9 +244,6 @@ def _encode_static(value, spec, path):
         return str(value)
     if kind == "indices":
         return [int(i) for i in value]
-    if not isinstance(value, Polynomial):  # "function"
-        raise FileFormatError(path, f"a driver's f(t) must be a diffchain.Polynomial (or a constant) to be saved, got "
-                                    f"{describe(value)}")
     return {"type": "Polynomial", "coefficients": list(value.coefficients)}
 
 
@@ -273,8 +270,9 @@ def document(model, events=None) -> dict:
     doc = {"format": FORMAT, "format_version": FORMAT_VERSION, "units": dict(UNITS),
            "dtype": dtypes["float"].name, "index_dtype": dtypes["index"].name,
            "model": _encode(model, "model", dtypes, ("Model",))}
-    if events is not None:
-        doc["events"] = _encode(events, "events", dtypes, ("Events",))
+    if events is not None:  # (Events take their own float dtype)
+        doc["events_dtype"] = np.dtype(events.z0.dtype).name
+        doc["events"] = _encode(events, "events", {**dtypes, "float": np.dtype(events.z0.dtype)}, ("Events",))
     from_document(doc)  # (what is written can be read: the same checks as load)
     return doc
 
@@ -506,7 +504,7 @@ def _check_header(doc, fmt, what):
 def from_document(doc) -> tuple:
     """(model, events or None) from a model file's document (:func:`document`)."""
     _check_header(doc, FORMAT, "diffchain model file")
-    known = {"format", "format_version", "units", "dtype", "index_dtype", "model", "events"}
+    known = {"format", "format_version", "units", "dtype", "index_dtype", "model", "events_dtype", "events"}
     unknown = [k for k in doc if k not in known]
     if unknown:
         raise FileFormatError(unknown[0], f"unknown entry (a model file has {', '.join(sorted(known))})")
@@ -517,19 +515,21 @@ def from_document(doc) -> tuple:
         if UNITS.get(k) != v:
             raise FileFormatError(f"units.{k}", f"diffchain models are in SI units ({UNITS}), got {_got(v)}")
     dtypes = {"bool": np.dtype(bool)}
-    for key, cat, allowed in (("dtype", "float", ("float32", "float64")), ("index_dtype", "index", ("int32", "int64"))):
-        name = doc.get(key)
+    for key, cat, allowed in (("dtype", "float", ("float32", "float64")), ("index_dtype", "index", ("int32", "int64")),
+                              ("events_dtype", "events", ("float32", "float64"))):
+        name = doc.get(key, doc.get("dtype") if key == "events_dtype" else None)
         if name not in allowed:
             raise FileFormatError(key, f"expected {' or '.join(map(repr, allowed))}, got {_got(name)}")
         dtypes[cat] = np.dtype(name)
-    if jax.dtypes.canonicalize_dtype(dtypes["float"]) != dtypes["float"]:
-        raise FileFormatError("dtype", f"the model is {dtypes['float']}, which this process's JAX does not hold: "
+        if cat != "index" and jax.dtypes.canonicalize_dtype(dtypes[cat]) != dtypes[cat]:
+            raise FileFormatError(key, f"the file holds {name} arrays, which this process's JAX does not hold: "
                                        "enable 64-bit mode first, jax.config.update('jax_enable_x64', True)")
     dtypes["index"] = np.dtype(jax.dtypes.canonicalize_dtype(dtypes["index"]))
     if "model" not in doc:
         raise FileFormatError("model", "missing")
     ctx = {"dtypes": dtypes}
     model = _decode(doc["model"], "model", ctx, ("Model",))
+    ctx["dtypes"] = {**dtypes, "float": dtypes.pop("events")}
     events = None if doc.get("events") is None else _decode(doc["events"], "events", ctx, ("Events",))
     if events is not None and events.n != model.n_features:
         raise FileFormatError("events.contact", f"expected one entry per feature of the model, {model.n_features}, "
@@ -632,6 +632,7 @@ def schema() -> dict:
                       "additionalProperties": False},
             "dtype": {"description": "The model's float dtype.", "enum": ["float32", "float64"]},
             "index_dtype": {"description": "The model's index dtype.", "enum": ["int32", "int64"]},
+            "events_dtype": {"description": "The events' float dtype (default: dtype).", "enum": ["float32", "float64"]},
             "model": {"$ref": "#/$defs/Model"},
             "events": {"anyOf": [{"$ref": "#/$defs/Events"}, {"type": "null"}]},
         },
@@ -641,6 +642,8 @@ def schema() -> dict:
     }
 
 
-if __name__ == "__main__":  # python -m diffchain._io.format: (re)write the shipped schema
-    with open(SCHEMA_FILE, "w", encoding="utf-8") as f:
+def write_schema(path=SCHEMA_FILE):
+    """(Re)write the shipped schema file from :data:`KINDS` (after a change of the format: a new kind or field, which
+    needs a new ``FORMAT_VERSION`` where old files would no longer read)."""
+    with open(path, "w", encoding="utf-8") as f:
         f.write(json.dumps(schema(), indent=2) + "\n")

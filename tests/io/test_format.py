@@ -99,7 +99,7 @@ def test_files_validate_against_the_shipped_schema(tmp_path):
     jsonschema = pytest.importorskip("jsonschema")
     with open(fmt.SCHEMA_FILE) as f:
         shipped = json.load(f)
-    assert shipped == fmt.schema()   # (regenerate with `python -m diffchain._io.format`)
+    assert shipped == fmt.schema()   # (regenerate: diffchain._io.format.write_schema())
     jsonschema.Draft202012Validator.check_schema(shipped)
     validator = jsonschema.Draft202012Validator(shipped)
     events = dc.Events(CHAINS["mechanism"](), ground=-3.0, contact=["C", "S"])
@@ -157,6 +157,11 @@ def test_events_are_saved_with_the_model(tmp_path):
     assert_same(dc.load_events(tmp_path / "m.json"), mevents)
     text = (tmp_path / "m.json").read_text()
     assert '"theta_min": [1.3, "-inf"' in text and "Infinity" not in text   # (JSON has no infinity: a string)
+    single = CHAINS["float32"]()                  # events keep their own dtype (float64 by default)
+    for ev in (dc.Events(single, ground=-1.0), dc.Events(single, ground=-1.0, dtype=jnp.float32)):
+        dc.save(single, tmp_path / "s.json", events=ev)
+        assert_same(dc.load(tmp_path / "s.json"), single)
+        assert_same(dc.load_events(tmp_path / "s.json"), ev)
     dc.save(chain, tmp_path / "none.json")
     with pytest.raises(dc.FileFormatError, match="^events: the file holds no events"):
         dc.load_events(tmp_path / "none.json")
