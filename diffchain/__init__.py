@@ -60,7 +60,7 @@ __all__ = [
     "Report", "diagnose",
     # linearisations of one step for trajectory optimisation (iLQR, DDP): A, B, second order, minimal coordinates
     "linearize", "event_linearize", "step_hessians", "minimal_coordinates", "from_minimal_coordinates",
-    # other tools: MuJoCo's MJCF
+    # model files: MuJoCo's MJCF
     "to_mjcf",
     # bad input: the error it raises, eagerly and from a compiled program
     "InputError",
