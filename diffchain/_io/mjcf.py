@@ -38,7 +38,8 @@ def to_mjcf(model: Model, state=None, *, path=None, timestep: float = 1e-3, inte
     origin). The state becomes the keyframe "state" (``mujoco.mj_resetDataKeyframe(m, d, 0)``).
 
     Coordinates (``qpos``): a chain's reference configuration is the stretched chain along +x, so its hinges' qpos are
-    its joint angles theta_1..theta_{n-1} (:func:`diffchain.joint_angles`); a free chain's first two qpos are point 1's
+    its joint angles theta_1..theta_{n-1} (:func:`diffchain.joint_angles`) (a chain with guided points beyond point 1
+    has a mechanism's); a free chain's first two qpos are point 1's
     (x, y), a chain on a rail's first is point 1's position along the rail (direction (-s_y, s_x), from the point
     c s of the line). A mechanism's reference configuration is ``state``: its hinges' qpos are the joint angles'
     changes from it. ``ctrl`` holds one entry per motor in the model's order (a chain's ``Control.tau``): a motor
@@ -173,7 +174,7 @@ class _Tree:
         self.key, self.vel, self.world = np.array(key), np.array(vel), np.array(world)
         # reference configuration: a chain stretched along +x from its first point, a mechanism as in its state
         ref = self.key.copy()
-        if serial:
+        if serial and not guided[1:].any():   # (pins beyond point 1: the state, as a mechanism's)
             l = _np(model.l, "l").astype(float)
             o = np.zeros(2)
             if guided[0]:
@@ -344,6 +345,8 @@ class _Tree:
         for k, part in enumerate(self.parts):
             if i in part["pts"] and j in part["pts"]:
                 return k
+        if self.owner.get(self.loc[i]) == -1 and self.owner.get(self.loc[j]) == -1:
+            return -1   # a chain's rod between two guided points: fixed
         return None
 
     def _pair_angle(self, i, j, config):

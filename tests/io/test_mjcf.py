@@ -86,9 +86,9 @@ def test_open_chains_against_mujoco(links):
 
 
 def test_torsional_springs_and_last_joint_torque():
-    """Joint stiffness (torsional springs, rest angles within pi of the angles), the last joint's torque (on link
-    n-1 against the world: a site torque) and a chain pinned at both ends (a loop through the ground, closed by a
-    connect: within the soft tolerance, test_four_bar_within_the_soft_tolerance)."""
+    """Joint stiffness (torsional springs, rest angles within pi of the angles) and damping, and the last joint's
+    torque (on link n-1 against the world: a site torque): MuJoCo's qacc equal diffchain's to 1e-9 relative; a spring
+    at the last joint (on link n-1 against the world: no MuJoCo joint) is refused."""
     rng = np.random.default_rng(3)
     n = 4
     chain = dc.pendulum(n - 1, mass=rng.uniform(0.5, 2, n - 1), length=rng.uniform(0.5, 1.5, n - 1),
@@ -155,40 +155,64 @@ def test_open_mechanism_against_mujoco():
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9 * np.abs(want).max())
 
 
-def test_four_bar_within_the_soft_tolerance():
-    """The four-bar (dc.systems.four_bar: a loop, cut at a joint and closed by a connect): MuJoCo's soft equality
-    gives accelerations that differ from diffchain's exact ones by a relative error proportional to its softness
-    (1 - d)/d, d the impedance of solimp (MuJoCo regularises the constraint with R = (1 - d)/d diag(A)): at the
-    stiffest impedance MuJoCo allows, d = 0.9999, the error is below 1e-3 relative (measured about 1e-4), and it
-    shrinks 100-fold from d = 0.99, which shows it is MuJoCo's softness, not the export."""
+def angle_acc(d, dv, da):
+    """The second derivative of the angle of a vector d (2,) moving with dv, da: (d x da) / |d|^2 - 2 (d.dv)
+    (d x dv) / |d|^4."""
+    return (d[0] * da[1] - d[1] * da[0]) / (d @ d) - 2 * (d @ dv) * (d[0] * dv[1] - d[1] * dv[0]) / (d @ d) ** 2
+
+
+def four_bar_case():
+    """The four-bar (dc.systems.four_bar), its crank turning at 2 rad/s; MuJoCo's tree: the crank on A0, the coupler
+    on A, the rocker on B0, closed at B: qacc = (crank, coupler - crank, rocker)."""
     from diffchain.systems import four_bar
 
     mech, state = four_bar()
-    # a consistent velocity: the crank turning at 2 rad/s (the loop's velocity constraint solved by the library)
     state = moving(mech, state)
-    tau = np.array([1.3])
-    a = np.asarray(fd(mech, state, dc.Control(tau=tau))).reshape(-1, 2)
+    a = np.asarray(fd(mech, state, dc.Control(tau=np.array([1.3])))).reshape(-1, 2)
     x, v = np.asarray(state.x), np.asarray(state.v)
-
-    def angle_acc(d, dv, da):
-        return ((d[0] * da[1] - d[1] * da[0]) / (d @ d)
-                - 2 * (d @ dv) * (d[0] * dv[1] - d[1] * dv[0]) / (d @ d) ** 2)
-
     A0, B0 = np.array([0.0, 0.0]), np.array([2.0, 0.0])
-    # the tree: crank on A0, coupler on A, rocker on B0 (closed at B); MuJoCo's qacc: crank, coupler - crank, rocker
     crank = angle_acc(x[0] - A0, v[0], a[0])
     coupler = angle_acc(x[1] - x[0], v[1] - v[0], a[1] - a[0])
-    rocker = angle_acc(x[1] - B0, v[1], a[1])
-    want = np.array([crank, coupler - crank, rocker])
+    return mech, state, [1.3], np.array([crank, coupler - crank, angle_acc(x[1] - B0, v[1], a[1])])
+
+
+def bridge_case():
+    """A chain of 4 points pinned at both ends (a loop through the ground; guided points are fixed), moving along its
+    one degree of freedom; MuJoCo's tree: rod 1 on point 1, rod 3 on point 4, rod 2 on rod 1, closed at point 3:
+    qacc = (phi_1, phi_2 - phi_1, phi_3) of the rods' angles."""
+    x = np.array([[0.0, 0.0], [0.7, -0.5], [1.6, -0.6], [2.2, 0.1]])
+    chain = dc.Chain([1.0, 0.8, 1.3, 1.0], np.linalg.norm(np.diff(x, axis=0), axis=1), guided=[1, 0, 0, 1],
+                     k_omega=[0.2, 0.2, 0.0, 0.1])   # (joint 3 is the cut: no damper there)
+    d = np.diff(x, axis=0)
+    # v_2, v_3 with d_1.v_2 = 0, d_2.(v_3 - v_2) = 0, d_3.v_3 = 0 (the rods' lengths kept)
+    J = np.array([[*d[0], 0, 0], [*-d[1], *d[1]], [0, 0, *-d[2]]])
+    w = np.linalg.svd(J)[2][-1]
+    v = np.stack([np.zeros(2), w[:2], w[2:], np.zeros(2)]) * 3.0
+    state = dc.State(x, v)
+    tau = np.array([0.4, -0.3, 0.2, 0.0])
+    a = np.asarray(fd(chain, state, dc.Control(tau=tau)))
+    phi = [angle_acc(d[k], v[k + 1] - v[k], a[k + 1] - a[k]) for k in range(3)]
+    return chain, state, tau, np.array([phi[0], phi[1] - phi[0], phi[2]])
+
+
+@pytest.mark.parametrize("case", [four_bar_case, bridge_case], ids=["four_bar", "bridge"])
+def test_loops_within_the_soft_tolerance(case):
+    """Closed loops (the four-bar; a chain pinned at both ends), cut at a joint and closed by a connect: MuJoCo's
+    soft equality gives accelerations that differ from diffchain's exact ones by a relative error proportional to
+    its softness (1 - d)/d, d the impedance of solimp (MuJoCo regularises the constraint with R = (1 - d)/d
+    diag(A)): at the stiffest impedance MuJoCo allows, d = 0.9999 (the export's default), the error is below 1e-3
+    relative (measured about 1e-4), and it shrinks 100-fold from d = 0.99, which shows it is MuJoCo's softness, not
+    the export."""
+    model, state, tau, want = case()
     errs = []
     for d in (0.99, 0.9999):
-        xml = dc.to_mjcf(mech, state, solimp=(d, d, 0.001, 0.5, 2))
+        xml = dc.to_mjcf(model, state, solimp=(d, d, 0.001, 0.5, 2))
         assert "<connect" in xml
         got = mujoco_qacc(xml, tau)
         errs.append(np.max(np.abs(got - want)) / np.max(np.abs(want)))
     assert errs[1] <= 1e-3, errs
     assert 30 <= errs[0] / errs[1] <= 300, errs
-    assert dc.to_mjcf(mech, state) == dc.to_mjcf(mech, state, solimp=(0.9999, 0.9999, 0.001, 0.5, 2))
+    assert dc.to_mjcf(model, state) == dc.to_mjcf(model, state, solimp=(0.9999, 0.9999, 0.001, 0.5, 2))
 
 
 def moving(mech, state):
