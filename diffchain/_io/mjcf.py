@@ -16,9 +16,12 @@ Mass: each part carries its bodies' mass (centre of mass, inertia about it) and 
 owns, combined into one ``inertial`` by the parallel-axis theorem, exact. MuJoCo refuses a moving body whose mass or
 inertia is below 1e-15 (a rod that only carries point masses has no inertia about its centre of mass): those get a
 floor, 1e-15 of the model's mass (of its mass times its size squared), at least 2e-15 kg (kg m^2): accelerations
-change by about 1e-15 relative for a model of about 1 kg m^2, more for a much smaller one. Rotations about the other two axes never happen, so their inertia (set equal) has no effect.
+change by about 1e-15 relative for a model of about 1 kg m^2, more for a much smaller one. Rotations about the other
+two axes never happen, so their inertia (set equal) has no effect.
 """
 from __future__ import annotations
+
+from xml.sax.saxutils import quoteattr
 
 import numpy as np
 
@@ -72,6 +75,12 @@ def to_mjcf(model: Model, state=None, *, path=None, timestep: float = 1e-3, inte
     if len(solimp) != 5:
         raise ValueError(f"to_mjcf: solimp must be MuJoCo's five numbers (dmin, dmax, width, midpoint, power), got "
                          f"{solimp}")
+    from .._state import State
+
+    if state is not None and not isinstance(state, State):
+        raise TypeError(f"to_mjcf: state must be a diffchain State (or None for a chain), got {type(state).__name__}")
+    if not isinstance(name, str):
+        raise TypeError(f"to_mjcf: name must be a string (the MJCF model's name), got {type(name).__name__}")
     tree = _Tree(model, state)
     xml = tree.xml(name, timestep, integrator, solimp)
     if path is not None:
@@ -424,7 +433,7 @@ class _Tree:
                 stiff[child][1] += k_ * springref
                 damping[child] += c
         self.damping, self.stiff = damping, stiff
-        lines = [f'<mujoco model="{name}">',
+        lines = [f'<mujoco model={quoteattr(name)}>',
                  '  <compiler angle="radian" inertiafromgeom="false" autolimits="true"/>',
                  f'  <option timestep="{_f(timestep)}" integrator="{integrator}" gravity="0 0 {_f(-self.g)}">',
                  '    <flag contact="disable"/>', '  </option>',

@@ -15,14 +15,18 @@ pytestmark = pytest.mark.skipif(os.environ.get("DIFFCHAIN_NO_MUJOCO") is not Non
 fd = jax.jit(lambda model, state, control: dc.forward_dynamics(model, state, control))
 
 
-def mujoco_qacc(xml, tau):
-    """MuJoCo's qacc at the export's keyframe (the diffchain state) with ctrl = tau."""
+def mujoco_forward(xml, tau):
+    """MuJoCo's data after mj_forward at the export's keyframe (the diffchain state) with ctrl = tau."""
     m = mujoco.MjModel.from_xml_string(xml)
     d = mujoco.MjData(m)
     mujoco.mj_resetDataKeyframe(m, d, 0)
     d.ctrl[:] = tau
     mujoco.mj_forward(m, d)
-    return np.array(d.qacc)
+    return d
+
+
+def mujoco_qacc(xml, tau):
+    return np.array(mujoco_forward(xml, tau).qacc)
 
 
 def chain_qacc(chain, state, a, kind):
@@ -77,8 +81,16 @@ def test_open_chains_against_mujoco(links):
             tau = rng.normal(size=n)
             a = np.asarray(fd(chain, state, dc.Control(tau=tau)))
             want = chain_qacc(chain, state, a, kind)
-            got = mujoco_qacc(dc.to_mjcf(chain, state), tau)
+            d = mujoco_forward(dc.to_mjcf(chain, state), tau)
+            got = np.array(d.qacc)
             assert got.shape == want.shape
+            # the keyframe is the state: point 1's coordinates, then the joint angles; each body's origin is its
+            # link's first point (the world is body 0)
+            base = {"pendulum": [], "free": list(state.x[0]),
+                    "cart": [np.array([-chain.s[0, 1], chain.s[0, 0]]) @ (state.x[0] - chain.c[0] * chain.s[0])]}
+            np.testing.assert_allclose(d.qpos, np.r_[base[kind], dc.joint_angles(state)], atol=1e-12)
+            np.testing.assert_allclose(d.xpos[1:, [0, 2]], state.x[:max(n - 1, 1)], atol=1e-12)
+            assert np.all(d.xpos[1:, 1] == 0)
             err = np.max(np.abs(got - want)) / np.max(np.abs(want))
             worst = max(worst, err)
             assert err <= 1e-9, (n, kind, links, err)
@@ -111,7 +123,8 @@ def test_torsional_springs_and_last_joint_torque():
 def open_mechanism():
     """An open mechanism drawn with MechanismBuilder: a double pendulum of rigid bodies with an attached point
     carrying a mass, a linear spring-damper from it to the ground, a torsional spring with damping between the
-    bodies, a rotational damper and two motors (one across the elbow, one from the ground onto the forearm)."""
+    bodies, a rotational damper, a second branch (a leg on O) and three motors: across the elbow, from the ground onto
+    the forearm, and from the leg onto the forearm (parts that no hinge joins: a site torque against a refsite)."""
     b = dc.MechanismBuilder(g=9.81)
     b.ground("O", (0.0, 0.0)), b.ground("F", (1.5, -1.0))
     b.point("A", (0.8, -0.6), mass=0.4), b.point("B", (1.9, -0.9), mass=0.3)
@@ -121,25 +134,27 @@ def open_mechanism():
     b.spring("spring", "C", "F", k=15.0, L0=0.5, c=0.7)
     b.torsional_spring("elbow", "arm", "forearm", k=3.0, theta0=0.4, c=0.2)
     b.damper("shoulder", "ground", "arm", c=0.3)
+    b.point("D", (-0.5, -0.8), mass=0.2), b.body("leg", "O", "D", mass=0.5, com=(0.3, 0.1), inertia=0.03)
     b.motor("m_elbow", "arm", "forearm"), b.motor("m_forearm", "ground", "forearm")
+    b.motor("m_cross", "leg", "forearm")
     return b.build()
 
 
 def test_open_mechanism_against_mujoco():
     """The open mechanism (bodies with offset centres of mass, a point mass, an attached point, a spatial-tendon
-    spring-damper, a torsional spring, a damper, a joint motor and a site torque): MuJoCo's qacc equal diffchain's
+    spring-damper, a torsional spring, a damper, a joint motor and site torques): MuJoCo's qacc equal diffchain's
     joint angular accelerations to 1e-9 relative, at a random velocity."""
     mech, state = open_mechanism()
     rng = np.random.default_rng(1)
     x = np.asarray(state.x)
-    # a random velocity of the two rigid bodies: omega_1 about O, omega_2 about A
-    w1, w2 = rng.normal(size=2)
+    # a random velocity of the three rigid bodies: omega_1 (arm) and omega_3 (leg) about O, omega_2 (forearm) about A
+    w1, w2, w3 = rng.normal(size=3)
     perp = lambda d: np.array([-d[1], d[0]])  # noqa: E731
     vA = w1 * perp(x[0])
     vB = vA + w2 * perp(x[1] - x[0])
-    state = dc.State(state.x, np.stack([vA, vB]))
-    tau = rng.normal(size=2)
-    a = np.asarray(fd(mech, state, dc.Control(tau=tau))).reshape(2, 2)
+    state = dc.State(state.x, np.stack([vA, vB, w3 * perp(x[2])]))
+    tau = rng.normal(size=3)
+    a = np.asarray(fd(mech, state, dc.Control(tau=tau))).reshape(3, 2)
 
     def rate(d, dv):
         return (d[0] * dv[1] - d[1] * dv[0]) / (d @ d)
@@ -150,7 +165,7 @@ def test_open_mechanism_against_mujoco():
     v = np.asarray(state.v)
     al1 = accel(x[0], v[0], a[0])
     al2 = accel(x[1] - x[0], v[1] - v[0], a[1] - a[0])
-    want = np.array([al1, al2 - al1])
+    want = np.array([al1, al2 - al1, accel(x[2], v[2], a[2])])   # MuJoCo's tree: arm (forearm on it), leg
     got = mujoco_qacc(dc.to_mjcf(mech, state), tau)
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9 * np.abs(want).max())
 
@@ -257,9 +272,14 @@ def test_refused_kinds_name_the_kind(tmp_path):
         dc.to_mjcf(*b.build())
     with pytest.raises(ValueError, match="needs its state"):
         dc.to_mjcf(four_bar()[0])
+    with pytest.raises(TypeError, match="state must be a diffchain State"):
+        dc.to_mjcf(chain, np.zeros((3, 2)))
+    with pytest.raises(ValueError, match=r"state.x must have shape \(N, 2\) = \(3, 2\)"):
+        dc.to_mjcf(chain, dc.State(np.zeros((4, 2))))
     with pytest.raises(ValueError, match="integrator"):
         dc.to_mjcf(chain, integrator="verlet")
     path = tmp_path / "chain.xml"
     xml = dc.to_mjcf(chain, state, path=path, timestep=2e-3, integrator="RK4")
     assert path.read_text() == xml and 'timestep="0.002" integrator="RK4"' in xml
     assert mujoco.MjModel.from_xml_string(xml).opt.timestep == 2e-3
+    assert '<mujoco model="a &amp; b">' in dc.to_mjcf(chain, state, name="a & b")
