@@ -50,17 +50,19 @@ def to_mjcf(model: Model, state=None, *, path=None, timestep: float = 1e-3, inte
     against the world) a torque on a site.
 
     Exported exactly: point masses, rigid bodies (mass, centre of mass, inertia), gravity, motors, rotational
-    dampers and torsional springs across a hinge (joint ``damping``, ``stiffness``, ``springref``: MuJoCo's spring is
-    linear in the angle, diffchain's in the angle wrapped to (-pi, pi], the same while the angle stays within pi of
-    its rest angle), linear springs and dampers between points (spatial tendons). Guided points are fixed at their
+    dampers and torsional springs (across a hinge: the joint's ``damping``, ``stiffness``, ``springref``; between
+    bodies that no hinge joins, a loop's cut joint or a chain's last: a fixed tendon of the hinges between them, whose
+    length is their relative angle; MuJoCo's spring is linear in the angle, diffchain's in the angle wrapped to
+    (-pi, pi], the same while the angle stays within pi of its rest angle), linear springs and dampers between points
+    (spatial tendons). Guided points are fixed at their
     position in ``state`` (a^w = 0). Loops are closed by MuJoCo's soft ``connect``: ``solimp`` (five numbers; default
     (0.9999, 0.9999, 0.001, 0.5, 2), the stiffest MuJoCo allows) sets how closely MuJoCo's accelerations follow the
     exact constraint's, about 1e-4 relative at impedance 0.9999.
 
     Refused, with a ValueError naming the kind (MuJoCo has no exact equivalent): air drag, drivers, points on a line
     other than a chain's first (mechanisms' sliders), angle stops, bodies without their distance row
-    (``rigid=False``), force kinds other than torsional springs, and dampers or springs between parts that no single
-    hinge joins. A kind whose coefficients are all zero acts on nothing and is left out.
+    (``rigid=False``) and force kinds other than torsional springs. A kind whose coefficients are all zero acts on
+    nothing and is left out.
 
     ``timestep``, ``integrator`` ("Euler", "RK4", "implicit", "implicitfast"): MuJoCo's ``<option>``. Contacts are
     disabled (``<flag contact="disable"/>``, and no geom collides). Needs concrete arrays (call it outside ``jit``).
@@ -403,35 +405,53 @@ class _Tree:
                 return child, sign
         return None, (A, B)
 
+    def _relative(self, A, B, what):
+        """{hinge: coefficient}: the angle of part B against part A as a sum of hinge angles (each part's angle is
+        the sum of the hinges from its root, a root's hinge turning it against the world; a slide turns nothing), from
+        the reference configuration."""
+        if A is None or B is None:
+            raise ValueError(f"to_mjcf: {what} acts on points that are fixed to no one body")
+        coef = {}
+        for part, sign in ((B, 1), (A, -1)):
+            while part != -1:
+                if self.parts[part]["base"] is not None:
+                    coef[part] = coef.get(part, 0) + sign
+                part = self.placed[part][0]
+        return {j: v for j, v in coef.items() if v}
+
     def xml(self, name, timestep, integrator, solimp):
         model = self.model
         damping = {k: 0.0 for k in self.placed}
         stiff = {k: [0.0, 0.0] for k in self.placed}   # k, k * springref
-        # dampers
-        d_idx, d_c = _np(model.damper_idx, "damper_idx"), _np(model.damper_c, "damper_c").astype(float)
-        for quad, c in zip(d_idx, d_c):
-            if c == 0:
-                continue
-            child, _ = self._across(quad)
-            if child is None:
-                _refuse(f"a rotational damper ({c}) between parts that no hinge joins", "MuJoCo's joint damping acts "
-                        "across one joint")
-            damping[child] += c
-        for f in model.forces:
-            ks, th0 = _np(f.k, "torsion k").astype(float), _np(f.theta0, "torsion theta0").astype(float)
-            cs = np.zeros_like(ks) if f.c is None else _np(f.c, "torsion c").astype(float)
-            for quad, k_, t0, c in zip(_np(f.idx, "torsion idx"), ks, th0, cs):
-                if k_ == 0 and c == 0:
-                    continue
-                child, sign = self._across(quad)
-                if child is None:
-                    _refuse(f"a torsional spring (k = {k_}) between parts that no hinge joins", "MuJoCo's joint "
-                            "stiffness acts across one joint")
-                theta_ref = self._pair_angle(quad[2], quad[3], self.ref) - self._pair_angle(quad[0], quad[1], self.ref)
+        self.fixed = []   # rotational springs and dampers between parts that no hinge joins
+
+        def rotational(what, quad, k_, t0, c):
+            """A torsional spring k_ (rest angle t0) and damper c between the quadruple's two parts: on the hinge
+            that joins them, else on a fixed tendon of the hinges between them."""
+            theta_ref = self._pair_angle(quad[2], quad[3], self.ref) - self._pair_angle(quad[0], quad[1], self.ref)
+            child, sign = self._across(quad)
+            if child is not None:
                 springref = _wrap(t0 - theta_ref) if sign > 0 else _wrap(theta_ref - t0)
                 stiff[child][0] += k_
                 stiff[child][1] += k_ * springref
                 damping[child] += c
+                return
+            coef = self._relative(*sign, what)
+            rest = _wrap(t0 - theta_ref)
+            if rest == -1.0:   # (MuJoCo reads a springlength of -1 as "the length at qpos0")
+                coef, rest = {j: -v for j, v in coef.items()}, 1.0
+            self.fixed.append((coef, k_, rest, c))
+
+        d_idx, d_c = _np(model.damper_idx, "damper_idx"), _np(model.damper_c, "damper_c").astype(float)
+        for quad, c in zip(d_idx, d_c):
+            if c != 0:
+                rotational(f"a rotational damper ({c})", quad, 0.0, 0.0, c)
+        for f in model.forces:
+            ks, th0 = _np(f.k, "torsion k").astype(float), _np(f.theta0, "torsion theta0").astype(float)
+            cs = np.zeros_like(ks) if f.c is None else _np(f.c, "torsion c").astype(float)
+            for quad, k_, t0, c in zip(_np(f.idx, "torsion idx"), ks, th0, cs):
+                if k_ != 0 or c != 0:
+                    rotational(f"a torsional spring (k = {k_})", quad, k_, t0, c)
         self.damping, self.stiff = damping, stiff
         lines = [f'<mujoco model={quoteattr(name)}>',
                  '  <compiler angle="radian" inertiafromgeom="false" autolimits="true"/>',
@@ -493,6 +513,11 @@ class _Tree:
 
     def _tendons(self):
         model, out = self.model, []
+        for n, (coef, k_, rest, c) in enumerate(self.fixed):
+            joints = "".join(f'<joint joint="j{j}" coef="{v}"/>' for j, v in sorted(coef.items()))
+            spring = f' stiffness="{_f(k_)}" springlength="{_f(rest)}"' if k_ else ""
+            damp = f' damping="{_f(c)}"' if c else ""
+            out.append(f'    <fixed name="torsion{n}"{spring}{damp}>{joints}</fixed>')
         idx = _np(model.spring_idx, "spring_idx")
         k, L0, c = (_np(a, "springs").astype(float) for a in (model.spring_k, model.spring_L0, model.spring_c))
         for n, ((i, j), k_, L_, c_) in enumerate(zip(idx, k, L0, c)):

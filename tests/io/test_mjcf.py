@@ -97,26 +97,28 @@ def test_open_chains_against_mujoco(links):
     assert worst > 0   # (compared, not skipped)
 
 
-def test_torsional_springs_and_last_joint_torque():
-    """Joint stiffness (torsional springs, rest angles within pi of the angles) and damping, and the last joint's
-    torque (on link n-1 against the world: a site torque): MuJoCo's qacc equal diffchain's to 1e-9 relative; a spring
-    at the last joint (on link n-1 against the world: no MuJoCo joint) is refused."""
-    rng = np.random.default_rng(3)
+@pytest.mark.parametrize("kind", ["pendulum", "free"])
+def test_torsional_springs_and_dampers_at_every_joint(kind):
+    """Torsional springs and dampers at every joint, the last one too (on link n-1 against the world: no hinge joins
+    them, so a fixed tendon of all the hinges), and torques at every joint (the last: a site torque): MuJoCo's qacc
+    equal diffchain's to 1e-9 relative. The rest angles are within pi of the angles (MuJoCo's springs are linear in
+    the angle, diffchain's in the wrapped angle)."""
+    rng = np.random.default_rng(3 + (kind == "free"))
     n = 4
-    chain = dc.pendulum(n - 1, mass=rng.uniform(0.5, 2, n - 1), length=rng.uniform(0.5, 1.5, n - 1),
-                        torsion_k=rng.uniform(1, 5, n), torsion_theta0=rng.uniform(-1, 1, n),
-                        k_omega=rng.uniform(0, 1, n) * np.r_[1, 1, 1, 0])
-    state = dc.from_joint_angles(chain, rng.uniform(-1, 1, n - 1), rng.normal(size=n - 1))
-    assert float(chain.forces[0].k[-1]) > 0
-    with pytest.raises(ValueError, match="torsional spring"):   # joint n's spring acts on link n-1 against the world
-        dc.to_mjcf(chain, state)
-    chain = dc.pendulum(n - 1, mass=np.asarray(chain.m[1:]), length=np.asarray(chain.l),
-                        torsion_k=np.r_[np.asarray(chain.forces[0].k[:-1]), 0.0],
-                        torsion_theta0=np.asarray(chain.forces[0].theta0), k_omega=np.asarray(chain.k_omega))
+    theta = rng.uniform(-1, 1, n - 1)
+    rest = np.r_[theta, -np.sum(theta)] + rng.uniform(-1, 1, n)   # (joint n's angle: minus link n-1's)
+    chain, _ = random_chain(rng, n, kind, links=True, damping=True)
+    chain = dc.Chain(chain.m, chain.l, guided=chain.guided, link_mass=chain.link_mass, link_com=chain.link_com,
+                     link_inertia=chain.link_inertia, k_omega=rng.uniform(0.1, 1, n), torsion_k=rng.uniform(1, 5, n),
+                     torsion_theta0=rest)
+    state = dc.from_joint_angles(chain, theta, rng.normal(size=n - 1), base_velocity=rng.normal(size=2) * (
+        kind == "free"))
     tau = rng.normal(size=n)
     a = np.asarray(fd(chain, state, dc.Control(tau=tau)))
-    want = chain_qacc(chain, state, a, "pendulum")
-    got = mujoco_qacc(dc.to_mjcf(chain, state), tau)
+    want = chain_qacc(chain, state, a, kind)
+    xml = dc.to_mjcf(chain, state)
+    assert "<fixed" in xml
+    got = mujoco_qacc(xml, tau)
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9 * np.abs(want).max())
 
 
@@ -192,12 +194,12 @@ def four_bar_case():
 
 
 def bridge_case():
-    """A chain of 4 points pinned at both ends (a loop through the ground; guided points are fixed), moving along its
-    one degree of freedom; MuJoCo's tree: rod 1 on point 1, rod 3 on point 4, rod 2 on rod 1, closed at point 3:
-    qacc = (phi_1, phi_2 - phi_1, phi_3) of the rods' angles."""
+    """A chain of 4 points pinned at both ends (a loop through the ground; guided points are fixed) with joint
+    dampers, moving along its one degree of freedom; MuJoCo's tree: rod 1 on point 1, rod 3 on point 4, rod 2 on
+    rod 1, closed at point 3: qacc = (phi_1, phi_2 - phi_1, phi_3) of the rods' angles."""
     x = np.array([[0.0, 0.0], [0.7, -0.5], [1.6, -0.6], [2.2, 0.1]])
     chain = dc.Chain([1.0, 0.8, 1.3, 1.0], np.linalg.norm(np.diff(x, axis=0), axis=1), guided=[1, 0, 0, 1],
-                     k_omega=[0.2, 0.2, 0.0, 0.1])   # (joint 3 is the cut: no damper there)
+                     k_omega=[0.2, 0.3, 0.4, 0.1])   # (joint 3 is the cut: a fixed tendon's damper)
     d = np.diff(x, axis=0)
     # v_2, v_3 with d_1.v_2 = 0, d_2.(v_3 - v_2) = 0, d_3.v_3 = 0 (the rods' lengths kept)
     J = np.array([[*d[0], 0, 0], [*-d[1], *d[1]], [0, 0, *-d[2]]])
@@ -257,8 +259,6 @@ def test_refused_kinds_name_the_kind(tmp_path):
         dc.to_mjcf(*four_bar(stop=1.2))
     with pytest.raises(ValueError, match=r"sliders at points \[2\]"):
         dc.to_mjcf(dc.Chain([1.0, 1.0, 1.0], [1.0, 1.0], slider=[False, False, True]))
-    with pytest.raises(ValueError, match="rotational damper"):
-        dc.to_mjcf(dc.pendulum(2, k_omega=[0.0, 0.1, 0.2]), state)
     b = dc.MechanismBuilder()
     b.ground("O", (0, 0)), b.point("A", (1, 0), mass=1.0), b.point("S", (2, 0), mass=1.0)
     b.body("crank", "O", "A", mass=1.0), b.rod("rod", "A", "S"), b.ground("L0", (0, 0)), b.ground("L1", (3, 0))
