@@ -59,8 +59,11 @@ def to_mjcf(model: Model, state=None, *, path=None, timestep: float = 1e-3, inte
     (0.9999, 0.9999, 0.001, 0.5, 2), the stiffest MuJoCo allows) sets how closely MuJoCo's accelerations follow the
     exact constraint's, about 1e-4 relative at impedance 0.9999.
 
+    Points on a fixed line (a chain's first point on a rail, a mechanism's slider on a line through two ground points)
+    are a root's slide joint along the line, with a hinge for the bodies on the point.
+
     Refused, with a ValueError naming the kind (MuJoCo has no exact equivalent): air drag, drivers, points on a line
-    other than a chain's first (mechanisms' sliders), angle stops, bodies without their distance row
+    other than these (a chain's other points, a line on a moving body, a prismatic joint), angle stops, bodies without their distance row
     (``rigid=False``) and force kinds other than torsional springs. A kind whose coefficients are all zero acts on
     nothing and is left out.
 
@@ -182,6 +185,17 @@ class _Tree:
             ci, cj = _np(model.coin.i, "coin"), _np(model.coin.j, "coin")
             for a, b in zip(ci, cj):
                 union(int(a), int(b))
+            for i, a, b in zip(*(_np(r, "line") for r in (model.line.i, model.line.a, model.line.b))):
+                name = model.point_names[i]
+                if not (world[a] and world[b]):
+                    _refuse(f"a slider of point {name!r} on a moving line", "a point on a line is exported only as "
+                            "a root's slide joint along a fixed line")
+                if i in self.slider_line or world[i]:
+                    _refuse(f"a second slider row on point {name!r} (a prismatic joint)", "a point on a line is "
+                            "exported only as a root's slide joint, one per point")
+                t = (key[b] - key[a]) / np.linalg.norm(key[b] - key[a])
+                s_ = np.array([t[1], -t[0]])   # (the slide's axis (-s_y, s_x) is t)
+                self.slider_line[int(i)] = (s_, float(s_ @ key[a]))
         self.key, self.vel, self.world = np.array(key), np.array(vel), np.array(world)
         # reference configuration: a chain stretched along +x from its first point, a mechanism as in its state
         ref = self.key.copy()
@@ -212,9 +226,6 @@ class _Tree:
             _refuse("air drag (k_v)", "its force -k_v v |v| on a point has no MuJoCo element")
         if model.drivers:
             _refuse("drivers", f"{[d.kind for d in model.drivers]}: prescribed motion f(t) is not an MJCF element")
-        if _np(model.line.i, "line").shape[0]:
-            _refuse("sliders (points on a line, prismatic joints)", "only a chain's first point on a fixed line, "
-                    "a slide joint at the root, is exported")
         if _np(model.limit_idx, "limit_idx").shape[0]:
             _refuse("angle stops (limits)", "MuJoCo's joint limits are soft constraints, not the inelastic stop of "
                     "the event rollout")
@@ -295,17 +306,19 @@ class _Tree:
                             place(k, owner[L], L, "hinge")
                             queue.append(k)
 
-        grow([-1])
-        roots = [(self.loc[p], "slide") for p in sorted(self.slider_line)]
+        # the sliders' parts first, as roots (a slide along the line and a hinge); then the tree grows from the world
+        # and from them (a loop through a slider, a slider-crank's, is closed at its other end); then free parts
+        slides = []
+        for p in sorted(self.slider_line):
+            k = next((k for k in at.get(self.loc[p], []) if k not in placed), None)
+            if k is not None:
+                place(k, -1, self.loc[p], "slide")
+                slides.append(k)
+        grow([-1] + slides)
         for k in range(len(self.parts)):
-            roots.append((self.loc[self.parts[k]["base"][0]], "free"))
-        self.particles = []
-        for L, kind in roots:
-            for k in at.get(L, []):
-                if k not in placed:
-                    place(k, -1, L, kind)
-                    grow([k])
-                    break
+            if k not in placed:
+                place(k, -1, self.loc[self.parts[k]["base"][0]], "free")
+                grow([k])
         # coordinate points in no part: a point mass on its own (slides only)
         for p in range(self.P):
             L = self.loc[p]
@@ -316,7 +329,8 @@ class _Tree:
         for p, line in self.slider_line.items():
             k = owner.get(self.loc[p])
             if k is None or k == -1 or placed[k][2] != "slide" or placed[k][1] != self.loc[p]:
-                _refuse(f"a slider at point {p + 1}", "a point on a fixed line is exported only as a root's slide")
+                name = self.model.point_names[p] if self.model.point_names else p + 1
+                _refuse(f"a slider at point {name!r}", "a point on a fixed line is exported only as a root's slide")
         self.placed, self.order, self.owner = placed, order, owner
         # the position of each location (the first of its points) and of each part's origin
         self.where = {}
