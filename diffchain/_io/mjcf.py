@@ -63,9 +63,9 @@ def to_mjcf(model: Model, state=None, *, path=None, timestep: float = 1e-3, inte
     are a root's slide joint along the line, with a hinge for the bodies on the point.
 
     Refused, with a ValueError naming the kind (MuJoCo has no exact equivalent): air drag, drivers, points on a line
-    other than these (a chain's other points, a line on a moving body, a prismatic joint), angle stops, bodies without their distance row
-    (``rigid=False``) and force kinds other than torsional springs. A kind whose coefficients are all zero acts on
-    nothing and is left out.
+    other than these (a chain's other points, a line on a moving body, a prismatic joint), angle stops, bodies
+    without their distance row (``rigid=False``) and force kinds other than torsional springs. A kind whose
+    coefficients are all zero acts on nothing and is left out.
 
     ``timestep``, ``integrator`` ("Euler", "RK4", "implicit", "implicitfast"): MuJoCo's ``<option>``. Contacts are
     disabled (``<flag contact="disable"/>``, and no geom collides). Needs concrete arrays (call it outside ``jit``).
