@@ -233,7 +233,7 @@ class _Tree:
             if not isinstance(f, TorsionalSprings):
                 _refuse(f"the force kind {type(f).__name__}", "only TorsionalSprings has a MuJoCo equivalent")
         if model.serial:
-            slider, guided = _np(model.slider_mask, "slider"), _np(model.guided, "guided")
+            slider = _np(model.slider_mask, "slider")
             if slider[1:].any():
                 _refuse(f"sliders at points {(np.flatnonzero(slider[1:]) + 1).tolist()} (beyond point 1)",
                         "a point on a fixed line other than the root has no MuJoCo equality")
@@ -326,16 +326,12 @@ class _Tree:
                 self.parts.append(dict(base=None, pts={p}))
                 locs.append({L})
                 place(len(self.parts) - 1, -1, L, "slide" if p in self.slider_line else "free")
-        for p, line in self.slider_line.items():
+        for p in self.slider_line:
             k = owner.get(self.loc[p])
             if k is None or k == -1 or placed[k][2] != "slide" or placed[k][1] != self.loc[p]:
                 name = self.model.point_names[p] if self.model.point_names else p + 1
                 _refuse(f"a slider at point {name!r}", "a point on a fixed line is exported only as a root's slide")
         self.placed, self.order, self.owner = placed, order, owner
-        # the position of each location (the first of its points) and of each part's origin
-        self.where = {}
-        for p in range(len(self.key)):
-            self.where.setdefault(self.loc[p], p)
 
     def point_of(self, k, L):
         """A point of part k (or of the world, k = -1) at location L."""
@@ -547,7 +543,7 @@ class _Tree:
 
     def _body(self, k, parent_origin, depth):
         ind = "  " * depth
-        par, L, kind = self.placed[k]
+        _, L, kind = self.placed[k]
         o = self.origin(k, self.ref)
         out = [f'{ind}<body name="part{k}" pos="{_xz(o - parent_origin)}">']
         if kind == "free":
