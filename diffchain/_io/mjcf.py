@@ -26,6 +26,7 @@ from xml.sax.saxutils import quoteattr
 import numpy as np
 
 from .._model.model import Model, check_model
+from .._state import State
 
 INTEGRATORS = ("Euler", "RK4", "implicit", "implicitfast")
 STIFFEST = (0.9999, 0.9999, 0.001, 0.5, 2.0)   # solimp with MuJoCo's largest impedance (mjMAXIMP = 0.9999)
@@ -41,23 +42,22 @@ def to_mjcf(model: Model, state=None, *, path=None, timestep: float = 1e-3, inte
     origin). The state becomes the keyframe "state" (``mujoco.mj_resetDataKeyframe(m, d, 0)``).
 
     Coordinates (``qpos``): a chain's reference configuration is the stretched chain along +x, so its hinges' qpos are
-    its joint angles theta_1..theta_{n-1} (:func:`diffchain.joint_angles`) (a chain with guided points beyond point 1
-    has a mechanism's); a free chain's first two qpos are point 1's
-    (x, y), a chain on a rail's first is point 1's position along the rail (direction (-s_y, s_x), from the point
-    c s of the line). A mechanism's reference configuration is ``state``: its hinges' qpos are the joint angles'
-    changes from it. ``ctrl`` holds one entry per motor in the model's order (a chain's ``Control.tau``): a motor
-    across a hinge is a joint motor, one between parts that no hinge joins (a chain's last joint, on link n-1
-    against the world) a torque on a site.
+    its joint angles theta_1..theta_{n-1} (:func:`diffchain.joint_angles`) (a chain with guided points beyond point
+    1 has a mechanism's); a free chain's first two qpos are point 1's (x, y), a chain on a rail's first is point 1's
+    position along the rail (direction (-s_y, s_x), from the point c s of the line). A mechanism's reference
+    configuration is ``state``: its hinges' qpos are the joint angles' changes from it. ``ctrl`` holds one entry per
+    motor in the model's order (a chain's ``Control.tau``): a motor across a hinge is a joint motor, one between
+    parts that no hinge joins (a chain's last joint, on link n-1 against the world) a torque on a site.
 
-    Exported exactly: point masses, rigid bodies (mass, centre of mass, inertia), gravity, motors, rotational
-    dampers and torsional springs (across a hinge: the joint's ``damping``, ``stiffness``, ``springref``; between
-    bodies that no hinge joins, a loop's cut joint or a chain's last: a fixed tendon of the hinges between them, whose
+    Exported exactly: point masses, rigid bodies (mass, centre of mass, inertia), gravity, motors, rotational dampers
+    and torsional springs (across a hinge: the joint's ``damping``, ``stiffness``, ``springref``; between bodies
+    that no hinge joins, a loop's cut joint or a chain's last: a fixed tendon of the hinges between them, whose
     length is their relative angle; MuJoCo's spring is linear in the angle, diffchain's in the angle wrapped to
-    (-pi, pi], the same while the angle stays within pi of its rest angle), linear springs and dampers between points
-    (spatial tendons). Guided points are fixed at their
-    position in ``state`` (a^w = 0). Loops are closed by MuJoCo's soft ``connect``: ``solimp`` (five numbers; default
-    (0.9999, 0.9999, 0.001, 0.5, 2), the stiffest MuJoCo allows) sets how closely MuJoCo's accelerations follow the
-    exact constraint's: the relative error is about 1 - d at impedance d (a few 1e-5 on the four-bar at 0.9999).
+    (-pi, pi], the same while the angle stays within pi of its rest angle), linear springs and dampers between
+    points (spatial tendons). Guided points are fixed at their position in ``state`` (a^w = 0). Loops are closed by
+    MuJoCo's soft ``connect``: ``solimp`` (five numbers; default (0.9999, 0.9999, 0.001, 0.5, 2), the stiffest
+    MuJoCo allows) sets how closely MuJoCo's accelerations follow the exact constraint's: the relative error is
+    about 1 - d at impedance d (a few 1e-5 on the four-bar at 0.9999).
 
     Points on a fixed line (a chain's first point on a rail, a mechanism's slider on a line through two ground points)
     are a root's slide joint along the line, with a hinge for the bodies on the point.
@@ -80,8 +80,6 @@ def to_mjcf(model: Model, state=None, *, path=None, timestep: float = 1e-3, inte
     if len(solimp) != 5:
         raise ValueError(f"to_mjcf: solimp must be MuJoCo's five numbers (dmin, dmax, width, midpoint, power), got "
                          f"{solimp}")
-    from .._state import State
-
     if state is not None and not isinstance(state, State):
         raise TypeError(f"to_mjcf: state must be a diffchain State (or None for a chain), got {type(state).__name__}")
     if not isinstance(name, str):
