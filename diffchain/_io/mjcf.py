@@ -206,6 +206,8 @@ class _Tree:
                 o = self.slider_line[0][0] * self.slider_line[0][1]
             ref[:model.n] = o + np.stack([np.concatenate([[0.0], np.cumsum(l)]), np.zeros(model.n)], -1)
         self.ref = ref
+        if state is None:   # (a chain without a state: its keyframe is the reference configuration, at rest)
+            self.key, self.vel = ref.copy(), np.zeros_like(ref)
         # parts: the distance rows (switched on), then the points fixed to them
         di, dj = _np(model.dist.i, "dist"), _np(model.dist.j, "dist")
         self.parts = [dict(base=(int(i), int(j)), pts={int(i), int(j)}) for i, j, on in zip(di, dj, rods_on) if on

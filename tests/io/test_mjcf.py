@@ -326,3 +326,5 @@ def test_refused_kinds_name_the_kind(tmp_path):
     assert path.read_text() == xml and 'timestep="0.002" integrator="RK4"' in xml
     assert mujoco.MjModel.from_xml_string(xml).opt.timestep == 2e-3
     assert '<mujoco model="a &amp; b">' in dc.to_mjcf(chain, state, name="a & b")
+    xml = dc.to_mjcf(dc.free_chain(2))   # (no state: the keyframe is the stretched chain at rest)
+    assert "nan" not in xml.lower() and 'qpos="0.0 0.0 0.0 0.0"' in xml and 'qvel="0.0 0.0 0.0 0.0"' in xml
