@@ -52,15 +52,12 @@ def random_chain(rng, n, kind, links, damping):
         kw.update(slider=np.r_[True, np.zeros(n - 1, bool)], s=np.broadcast_to([-np.sin(a), np.cos(a)], (n, 2)),
                   c=np.r_[rng.normal(), np.zeros(n - 1)])
     chain = dc.Chain(m, l, **kw)
-    base = (0.0, 0.0)
-    if kind == "cart":
+    if kind == "cart":   # point 1 on its line {x : s.x = c}, moving along it
         s, c = np.asarray(chain.s[0]), float(chain.c[0])
-        base = c * s + rng.normal() * np.array([-s[1], s[0]])
-    base = rng.normal(size=2) if kind != "cart" else base
-    if kind == "cart":
-        v0 = rng.normal() * np.array([-s[1], s[0]])
-    else:
-        v0 = rng.normal(size=2) if kind == "free" else np.zeros(2)
+        t = np.array([-s[1], s[0]])
+        base, v0 = c * s + rng.normal() * t, rng.normal() * t
+    else:                # a pin anywhere, or a free point 1 moving
+        base, v0 = rng.normal(size=2), rng.normal(size=2) * (kind == "free")
     state = dc.from_joint_angles(chain, rng.uniform(-3, 3, n - 1), rng.normal(size=n - 1) * 2, base=base,
                                  base_velocity=v0)
     return chain, state
@@ -126,7 +123,8 @@ def open_mechanism():
     """An open mechanism drawn with MechanismBuilder: a double pendulum of rigid bodies with an attached point
     carrying a mass, a linear spring-damper from it to the ground, a torsional spring with damping between the
     bodies, a rotational damper, a second branch (a leg on O) and three motors: across the elbow, from the ground onto
-    the forearm, and from the leg onto the forearm (parts that no hinge joins: a site torque against a refsite)."""
+    the forearm, and from the leg onto the forearm (parts that no hinge joins: a site torque against a refsite), with a
+    torsional spring-damper between them too (a fixed tendon)."""
     b = dc.MechanismBuilder(g=9.81)
     b.ground("O", (0.0, 0.0)), b.ground("F", (1.5, -1.0))
     b.point("A", (0.8, -0.6), mass=0.4), b.point("B", (1.9, -0.9), mass=0.3)
@@ -139,6 +137,7 @@ def open_mechanism():
     b.point("D", (-0.5, -0.8), mass=0.2), b.body("leg", "O", "D", mass=0.5, com=(0.3, 0.1), inertia=0.03)
     b.motor("m_elbow", "arm", "forearm"), b.motor("m_forearm", "ground", "forearm")
     b.motor("m_cross", "leg", "forearm")
+    b.torsional_spring("cross", "leg", "forearm", k=2.0, theta0=1.5, c=0.1)   # (drawn at 1.86 rad)
     return b.build()
 
 
