@@ -37,6 +37,7 @@ from ._io.format import FileFormatError, load, load_events, save
 from ._io.trajectory import Trajectory, load_trajectory, save_trajectory
 from ._analysis.linearize import (event_linearize, from_minimal_coordinates, linearize, minimal_coordinates,
                                   step_hessians)
+from ._io.mjcf import to_mjcf
 
 __all__ = [
     # the model (built as a chain or by MechanismBuilder), its state and inputs
@@ -62,8 +63,9 @@ __all__ = [
     "Report", "diagnose",
     # linearisations of one step for trajectory optimisation (iLQR, DDP): A, B, second order, minimal coordinates
     "linearize", "event_linearize", "step_hessians", "minimal_coordinates", "from_minimal_coordinates",
-    # files: models (JSON, a versioned format with a schema) and trajectories with their model (.npz)
+    # files: models (JSON, a versioned format with a schema), trajectories with their model (.npz), MuJoCo MJCF export
     "save", "load", "load_events", "save_trajectory", "load_trajectory", "Trajectory", "FileFormatError",
+    "to_mjcf",
     # bad input: the error it raises, eagerly and from a compiled program
     "InputError",
     # opt-in process settings

@@ -1,1 +1,2 @@
-"""Files: the model format (:mod:`.format`, JSON with a schema in ``schema/``) and trajectories (:mod:`.trajectory`)."""
+"""Files: the model format (:mod:`.format`, JSON with a schema in ``schema/``), trajectories (:mod:`.trajectory`) and
+MuJoCo's MJCF export (:mod:`.mjcf`)."""
