@@ -34,6 +34,7 @@ from ._events.rollout import event_rollout
 from ._analysis.diagnosis import Report, diagnose
 from ._analysis.linearize import (event_linearize, from_minimal_coordinates, linearize, minimal_coordinates,
                                   step_hessians)
+from ._analysis.sysid import load_angles_csv, save_angles_csv
 
 __all__ = [
     # the model (built as a chain or by MechanismBuilder), its state and inputs
@@ -59,6 +60,8 @@ __all__ = [
     "Report", "diagnose",
     # linearisations of one step for trajectory optimisation (iLQR, DDP): A, B, second order, minimal coordinates
     "linearize", "event_linearize", "step_hessians", "minimal_coordinates", "from_minimal_coordinates",
+    # measured trajectories for system identification: angles over time in a plain CSV file
+    "load_angles_csv", "save_angles_csv",
     # bad input: the error it raises, eagerly and from a compiled program
     "InputError",
     # opt-in process settings
