@@ -59,6 +59,7 @@ DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
 NOISE = 0.01          # measurement noise: 1 % of each angle signal's standard deviation
 W_CONTINUITY = 1e4    # weight of the multiple-shooting continuity defects
 DT = 0.01             # the model's step and the sampling interval [s]
+TRUTH_SUBSTEPS = 2    # the true motion is simulated with steps of DT / 2
 LM_ITERS = 30         # Levenberg-Marquardt iterations (fixed: one compiled loop)
 CONTINUATION = 16     # the continuity weight grows from 1 to W_CONTINUITY over the first iterations
 
@@ -135,9 +136,10 @@ def measure(prob, seeds, folder):
     sigma (k,), and per seed the measured angles as read back from the CSV file this writes: (seeds, N, k)."""
     K, S = prob["K"], prob["S"]
     n = K * S + 1
+    sub = TRUTH_SUBSTEPS
     fine, _ = jax.jit(prob["segment"], static_argnums=2)(jnp.asarray(prob["truth"]), jnp.asarray(prob["z0"]),
-                                                         2 * n - 1, DT / 2)
-    true = np.unwrap(np.asarray(fine[::2]), axis=0)
+                                                         sub * (n - 1) + 1, DT / sub)
+    true = np.unwrap(np.asarray(fine[::sub]), axis=0)
     t = DT * np.arange(n)
     sigma = NOISE * true.std(axis=0)
     measured = []
@@ -153,15 +155,15 @@ def measure(prob, seeds, folder):
 
 
 def start_guess(prob, y):
-    """Each segment's start state from the measured angles y (N, k): the angles there, the rates from a local
-    quadratic fit over +-5 samples."""
+    """Each segment's start state from the measured angles y (N, k): the angles and rates of a local cubic fit over
+    +-12 samples (one-sided at the start of the record)."""
     K, S, k = prob["K"], prob["S"], y.shape[1]
     z = []
     for i in range(K):
         c = i * S
-        window = np.arange(max(0, c - 5), min(len(y), c + 6))
-        rates = [np.polyfit(DT * (window - c), y[window, j], 2)[1] for j in range(k)]
-        z.append(np.concatenate([y[c], rates]))
+        window = np.arange(max(0, c - 12), min(len(y), c + 13))
+        fits = [np.polyfit(DT * (window - c), y[window, j], 3) for j in range(k)]
+        z.append(np.concatenate([[f[3] for f in fits], [f[2] for f in fits]]))
     return np.stack(z)
 
 
@@ -214,7 +216,7 @@ def fitter(prob, sigma):
         """Levenberg-Marquardt on every seed at once (the seeds a batch of the compiled program; the small normal
         equations in numpy): x, the standard errors of the log-parameters, sigma_hat (whitened: 1 expected), and
         the fitted segments' angles."""
-        x, (r, J, pred), lam = x0s, linearised(x0s, ys), np.full(len(x0s), 1e-2)
+        x, (r, J, pred), lam = x0s, linearised(x0s, ys), np.full(len(x0s), 1.0)
         for i in range(LM_ITERS + 1):
             w = W_CONTINUITY * min(1.0, 10.0 ** ((i - CONTINUATION) / 4))   # the continuity weight: 1 -> W
             wv = np.concatenate([np.ones(n_meas), np.full(r.shape[1] - n_meas, w)])
@@ -224,7 +226,7 @@ def fitter(prob, sigma):
                 break
             D = H * np.eye(H.shape[1])
             step = -np.linalg.solve(H + lam[:, None, None] * D, g[..., None])[..., 0]
-            step[:, :P] = np.clip(step[:, :P], -0.5, 0.5)   # a parameter changes by at most 65 % in a step
+            step[:, :P] = np.clip(step[:, :P], -0.3, 0.3)   # a parameter changes by at most 35 % in a step
             cand = x + step
             rc, Jc, pc = linearised(cand, ys)
             better = np.sum((rc * wv) ** 2, 1) < np.sum(rw ** 2, 1)
