@@ -307,7 +307,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--system", choices=("pendulum", "fourbar", "both"), default="both")
     ap.add_argument("--seeds", type=int, default=8, help="noise seeds (default 8)")
-    ap.add_argument("--quick", action="store_true", help="a smoke test: shorter records (3 s and 1.5 s)")
+    ap.add_argument("--quick", action="store_true", help="a smoke test: shorter records (3 s and 2 s)")
     ap.add_argument("--out", default=os.path.join(DOCS, "sysid.png"), help="the picture (default docs/sysid.png)")
     ap.add_argument("--data", default=None, help="folder for the CSV files (default: a temporary folder)")
     args = ap.parse_args()
