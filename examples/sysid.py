@@ -6,7 +6,7 @@ Two systems, their "measurements" simulated with diffchain at known parameters, 
                      observable) and m_2, massless rods l_1, l_2, joint dampers k_1, k_2 (``k_omega``); released from
                      a large angle, a chaotic motion. Identified: m_2, l_1, l_2, k_1, k_2.
     four-bar         ``diffchain.systems.four_bar()`` (crank, coupler, rocker; rigid bodies) with a viscous damper
-                     at the crank's ground pivot; set swinging under gravity. Identified: the coupler's mass, its
+                     at the crank's ground pivot; released at rest, it swings under gravity. Identified: the coupler's mass, its
                      centre of mass (a along A -> B) and the damper's c; the crank and the rocker are known.
 
 The measured angles (the pendulum's two joint angles, the four-bar's crank angle, 100 samples per second) carry
@@ -17,7 +17,7 @@ The fit is Gauss-Newton with Levenberg-Marquardt damping on log-parameters (posi
 shooting (Bock & Plitt 1984): the record is cut into K segments, each simulated from its own unknown start state
 z_k = (angles, rates), estimated with the parameters; the residuals are the whitened angle errors
 (y_model - y_measured) / sigma along every segment and the continuity defects W (z_k(end) - z_{k+1}) between segments
-(a penalty weight W = 1e4 stands in for the constraint). A chaotic motion's single-shooting error surface is rugged
+(a penalty weight W = 1e4, raised from 1 over the first iterations, stands in for the constraint). A chaotic motion's single-shooting error surface is rugged
 (a small change of a parameter changes the whole trajectory); short segments keep it nearly quadratic. The Jacobian
 of each segment (with respect to the parameters and its own start) is ``jax.jacfwd`` of diffchain's rollout, vmapped
 over the segments; the normal equations' block structure is assembled densely (a few dozen unknowns).
@@ -30,7 +30,7 @@ parameter, the truth, the mean +- standard deviation of the estimates over the s
 largest |error| / standard error. It checks the Jacobian once against central differences, and writes
 docs/sysid.png (measured and fitted angles, the errors over seeds against their standard errors; ``--out``).
 
-    python examples/sysid.py [--system pendulum|fourbar|both] [--seeds 8] [--quick]
+    python examples/sysid.py [--system pendulum|fourbar|both] [--seeds 8] [--data DIR] [--quick]
 """
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ NOISE = 0.01          # measurement noise: 1 % of each angle signal's standard d
 W_CONTINUITY = 1e4    # weight of the multiple-shooting continuity defects
 DT = 0.01             # the model's step and the sampling interval [s]
 TRUTH_SUBSTEPS = 2    # the true motion is simulated with steps of DT / 2
-LM_ITERS = 30         # Levenberg-Marquardt iterations (fixed: one compiled loop)
+LM_ITERS = 30         # Levenberg-Marquardt iterations
 CONTINUATION = 16     # the continuity weight grows from 1 to W_CONTINUITY over the first iterations
 
 
@@ -117,7 +117,9 @@ def fourbar_problem(quick):
 
     def segment(p, z, n_steps, dt):
         mech = model(p)
-        state = dc.from_minimal_coordinates(b_mech, z, drawn, n_newton=6)    # kinematics: the masses do not enter
+        # the configuration from the crank angle by Newton steps from the drawn pose (the record starts near it);
+        # kinematics only: the masses do not enter
+        state = dc.from_minimal_coordinates(b_mech, z, drawn, n_newton=6)
         _, traj = dc.rollout(mech, state, None, dt, n_steps=n_steps, integrator=dc.RK4(), check=False)
         zs = jax.vmap(lambda s: dc.minimal_coordinates(b_mech, s))(traj)
         return jnp.concatenate([z[None, :1], zs[:-1, :1]]), zs[-1]
@@ -125,7 +127,7 @@ def fourbar_problem(quick):
     z0 = np.array([float(dc.minimal_coordinates(b_mech, drawn)[0]), 0.0])   # released at rest at the drawn pose
     K, S = (1, 200) if quick else (1, 400)   # not chaotic: a single shooting segment
     return dict(name="four-bar", key="fourbar", names=names, truth=truth, guess=guess, segment=segment,
-                z0=z0, K=K, S=S, columns=["crank"], b_mech=b_mech, check_mech=(model, drawn))
+                z0=z0, K=K, S=S, columns=["crank"])
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -193,8 +195,7 @@ def fitter(prob, sigma):
         meas = wrap(pred - y[:-1].reshape(K, S, k)) / sigma
         last = wrap(end[-1, :k] - y[-1]) / sigma
         jump = end[:-1] - z[1:]
-        r = jnp.concatenate([meas.ravel(), last, wrap(jump[:, :k]).ravel() if k == d else
-                             jnp.concatenate([wrap(jump[:, :k]), jump[:, k:]], -1).ravel()])
+        r = jnp.concatenate([meas.ravel(), last, jnp.concatenate([wrap(jump[:, :k]), jump[:, k:]], -1).ravel()])
         eye = jnp.eye(K)
         J_meas = jnp.concatenate([(pu / sigma[:, None]).reshape(K * S * k, P),
                                   (eye[:, None, :, None] * (pz / sigma[:, None]).reshape(K, S * k, 1, d))
@@ -311,6 +312,8 @@ def main():
     ap.add_argument("--out", default=os.path.join(DOCS, "sysid.png"), help="the picture (default docs/sysid.png)")
     ap.add_argument("--data", default=None, help="folder for the CSV files (default: a temporary folder)")
     args = ap.parse_args()
+    if args.seeds < 3:
+        ap.error(f"--seeds must be at least 3 (the derivative check's batch), got {args.seeds}")
     problems = {"pendulum": pendulum_problem, "fourbar": fourbar_problem}
     keys = list(problems) if args.system == "both" else [args.system]
     with tempfile.TemporaryDirectory() as tmp:
