@@ -6,8 +6,9 @@ Two systems, their "measurements" simulated with diffchain at known parameters, 
                      observable) and m_2, massless rods l_1, l_2, joint dampers k_1, k_2 (``k_omega``); released from
                      a large angle, a chaotic motion. Identified: m_2, l_1, l_2, k_1, k_2.
     four-bar         ``diffchain.systems.four_bar()`` (crank, coupler, rocker; rigid bodies) with a viscous damper
-                     at the crank's ground pivot; released at rest, it swings under gravity. Identified: the coupler's mass, its
-                     centre of mass (a along A -> B) and the damper's c; the crank and the rocker are known.
+                     at the crank's ground pivot; released at rest, it swings under gravity. Identified: the
+                     coupler's mass, its centre of mass (a along A -> B) and the damper's c; the crank and the
+                     rocker are known.
 
 The measured angles (the pendulum's two joint angles, the four-bar's crank angle, 100 samples per second) carry
 Gaussian noise of 1 % of each signal's scale (its standard deviation over the run). They are written to a CSV file
@@ -17,10 +18,10 @@ The fit is Gauss-Newton with Levenberg-Marquardt damping on log-parameters (posi
 shooting (Bock & Plitt 1984): the record is cut into K segments, each simulated from its own unknown start state
 z_k = (angles, rates), estimated with the parameters; the residuals are the whitened angle errors
 (y_model - y_measured) / sigma along every segment and the continuity defects W (z_k(end) - z_{k+1}) between segments
-(a penalty weight W = 1e4, raised from 1 over the first iterations, stands in for the constraint). A chaotic motion's single-shooting error surface is rugged
-(a small change of a parameter changes the whole trajectory); short segments keep it nearly quadratic. The Jacobian
-of each segment (with respect to the parameters and its own start) is ``jax.jacfwd`` of diffchain's rollout, vmapped
-over the segments; the normal equations' block structure is assembled densely (a few dozen unknowns).
+(a penalty weight W = 1e4, raised from 1 over the first iterations, stands in for the constraint). A chaotic
+motion's single-shooting error surface is rugged (a small change of a parameter changes the whole trajectory); short
+segments keep it nearly quadratic. The Jacobian of each segment (with respect to the parameters and its own start)
+is ``jax.jacfwd`` of diffchain's rollout, vmapped over the segments; the normal equations' block structure is assembled densely (a few dozen unknowns).
 
 The noise-consistent error of each parameter is its Gauss-Newton standard error at the optimum, the square root of
 the diagonal of sigma_hat^2 (J^T J)^-1 (sigma_hat^2 the whitened residuals' mean square: 1 when the noise model is
