@@ -21,7 +21,8 @@ z_k = (angles, rates), estimated with the parameters; the residuals are the whit
 (a penalty weight W = 1e4, raised from 1 over the first iterations, stands in for the constraint). A chaotic
 motion's single-shooting error surface is rugged (a small change of a parameter changes the whole trajectory); short
 segments keep it nearly quadratic. The Jacobian of each segment (with respect to the parameters and its own start)
-is ``jax.jacfwd`` of diffchain's rollout, vmapped over the segments; the normal equations' block structure is assembled densely (a few dozen unknowns).
+is ``jax.jacfwd`` of diffchain's rollout, vmapped over the segments; the block-sparse Jacobian is assembled densely
+(a few dozen unknowns).
 
 The noise-consistent error of each parameter is its Gauss-Newton standard error at the optimum, the square root of
 the diagonal of sigma_hat^2 (J^T J)^-1 (sigma_hat^2 the whitened residuals' mean square: 1 when the noise model is
