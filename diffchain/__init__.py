@@ -38,6 +38,7 @@ from ._io.trajectory import Trajectory, load_trajectory, save_trajectory
 from ._analysis.linearize import (event_linearize, from_minimal_coordinates, linearize, minimal_coordinates,
                                   step_hessians)
 from ._io.mjcf import to_mjcf
+from ._analysis.sysid import load_angles_csv, save_angles_csv
 
 __all__ = [
     # the model (built as a chain or by MechanismBuilder), its state and inputs
@@ -66,6 +67,8 @@ __all__ = [
     # files: models (JSON, a versioned format with a schema), trajectories with their model (.npz), MuJoCo MJCF export
     "save", "load", "load_events", "save_trajectory", "load_trajectory", "Trajectory", "FileFormatError",
     "to_mjcf",
+    # measured trajectories for system identification: angles over time in a plain CSV file
+    "load_angles_csv", "save_angles_csv",
     # bad input: the error it raises, eagerly and from a compiled program
     "InputError",
     # opt-in process settings

@@ -16,7 +16,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 SCRIPTS = ("throw_to_target.py", "swingup_optax.py", "train_policy.py", "batched_rollout.py", "fourbar_stop.py",
-           "ilqr.py")  # each tested below
+           "ilqr.py", "sysid.py")  # each tested below
 NOTEBOOKS = ("quickstart.ipynb",)
 
 
@@ -30,16 +30,16 @@ def _check_png(path):
     assert image.ndim == 3 and min(image.shape[:2]) > 200 and image.std() > 0.01, image.shape
 
 
-def _run_quick(script, tmp_path, needs=()):
-    """``python examples/<script> --quick --out <tmp>/<name>.png`` from an empty directory, this tree's diffchain
-    first on the path; returns its standard output after checking the exit status and the picture."""
+def _run_quick(script, tmp_path, needs=(), args=()):
+    """``python examples/<script> --quick --out <tmp>/<name>.png [args]`` from an empty directory, this tree's
+    diffchain first on the path; returns its standard output after checking the exit status and the picture."""
     for module in ("matplotlib", *needs):
         pytest.importorskip(module, reason=f'the example needs {module}: pip install -e ".[examples]"')
     out = tmp_path / (pathlib.Path(script).stem + ".png")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     if not os.environ.get("DIFFCHAIN_TEST_FULL_OPT"):
         env["JAX_DISABLE_MOST_OPTIMIZATIONS"] = "1"
-    run = subprocess.run([sys.executable, str(EXAMPLES / script), "--quick", "--out", str(out)], cwd=tmp_path,
+    run = subprocess.run([sys.executable, str(EXAMPLES / script), "--quick", "--out", str(out), *args], cwd=tmp_path,
                          env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     _check_png(out)
@@ -113,6 +113,33 @@ def test_ilqr_quick(tmp_path):
         assert len(costs) >= 2 and costs[-1] < 1e-2 * costs[0], (name, costs)
         assert _number(rf"{name}: final max \|theta - theta\*\| = (\S+) rad", out) <= 1e-2
         assert _number(rf"{name}: final .* max \|z_T - z\*\| = (\S+),", out) <= 1e-2
+
+
+@pytest.mark.slow
+def test_sysid_quick(tmp_path):
+    """System identification from angles with 1 % noise, 8 seeds: the Jacobian agrees with central differences; for
+    each system every fit converges to the noise level (sigma_hat / sigma within 0.8..1.2) and every recovered
+    parameter lies within 4 of its Gauss-Newton standard errors of the truth the example simulated, the squared
+    normalised errors averaging about 1 (0.3..3: the standard errors are the errors' real size, neither too
+    optimistic nor too loose); the CSV files it wrote load with the library's loader."""
+    import numpy as np
+
+    import diffchain as dc
+
+    out = _run_quick("sysid.py", tmp_path, args=("--data", str(tmp_path)))
+    for name, rows, columns in (("pendulum", 5, 2), ("fourbar", 3, 1)):
+        assert _number(rf"{name}: Jacobian .* largest relative difference (\S+)", out) < 1e-6
+        low, high = (float(v) for v in re.search(rf"{name}: .*sigma_hat / sigma = (\S+) \.\. (\S+)", out).groups())
+        assert 0.8 < low <= high < 1.2, (name, low, high)
+        number = r" +(\d+\.\d+)"
+        table = [[float(v) for v in row] for row in re.findall(rf"^{name}: .*\]{number * 5}$", out, re.M)]
+        assert len(table) == rows, out
+        for truth, mean, _, se, _ in table:   # the mean over the seeds: within 4 standard errors of the truth
+            assert abs(mean - truth) <= 4 * se, (name, table)
+        assert _number(rf"{name}: largest \|error\| / standard error .* = (\S+);", out) <= 4.0
+        assert 0.3 <= _number(rf"{name}: .*mean \(error / standard error\)\^2 = (\S+)", out) <= 3.0
+        t, angles = dc.load_angles_csv(tmp_path / f"sysid_{name}_seed0.csv")
+        assert angles.shape == (len(t), columns) and np.allclose(np.diff(t), 0.01)
 
 
 def test_batched_rollout_quick(tmp_path):
