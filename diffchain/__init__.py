@@ -33,7 +33,7 @@ from ._events.quantum import event_step
 from ._events.rollout import event_rollout
 from ._analysis.diagnosis import Report, diagnose
 from ._analysis.linearize import (event_linearize, from_minimal_coordinates, linearize, minimal_coordinates,
-                                  step_hessians)
+                                  natural_frequencies, step_hessians)
 
 __all__ = [
     # the model (built as a chain or by MechanismBuilder), its state and inputs
@@ -59,6 +59,7 @@ __all__ = [
     "Report", "diagnose",
     # linearisations of one step for trajectory optimisation (iLQR, DDP): A, B, second order, minimal coordinates
     "linearize", "event_linearize", "step_hessians", "minimal_coordinates", "from_minimal_coordinates",
+    "natural_frequencies",
     # bad input: the error it raises, eagerly and from a compiled program
     "InputError",
     # opt-in process settings

@@ -337,3 +337,43 @@ def _step_hessians(model, state, control, dt, lam, layout, inputs, solver, integ
     grad = jax.jacfwd(lambda x, u: lam @ f(x, u), argnums=(0, 1))
     (gxx, _), (gux, guu) = jax.jacfwd(grad, argnums=(0, 1))(x0, u0)
     return gxx, gux, guu
+
+
+# -- small oscillations -----------------------------------------------------------------------------------------------
+def natural_frequencies(model, state: State):
+    """(omega, modes): the natural angular frequencies (rad/s, ascending) and mode shapes of the small oscillations
+    of ``model`` about the configuration of ``state`` (its velocities are ignored), in the minimal coordinates q of
+    :func:`minimal_coordinates` (a chain's joint angles; a fully actuated mechanism's motor angles): the generalized
+    eigenproblem K v = omega^2 M v with K = d^2 V / dq^2, V the potential energy (gravity, springs, the force kinds'
+    potentials: :func:`~diffchain.energy` at rest), and M = d^2 T / dqdot^2 the mass matrix, both by automatic
+    differentiation through the chart (:func:`from_minimal_coordinates`). ``modes`` (n_q, n_q): column k the mode of
+    omega[k], M-orthonormal (v^T M v = 1).
+
+    ``state`` must be a static equilibrium of the model without inputs (no torques, forces or drivers holding it):
+    about another configuration K is not the linearisation's stiffness. An unstable direction (K not positive
+    semi-definite) has omega NaN. Differentiable (forward and reverse mode) with respect to the model's arrays."""
+    who = "natural_frequencies"
+    layout = _layout(model, who)
+    _check_state(state, who)
+    return _natural_frequencies(model, state, layout)
+
+
+@compiled
+def _natural_frequencies(model, state, layout):
+    who = "natural_frequencies"
+    z0 = _minimal(model, state, None, layout, who)
+    n_q = z0.shape[0] // 2
+    q0 = z0[:n_q]
+
+    def x(q):  # the coordinates at rest at the minimal coordinates q
+        return _from_minimal(model, jnp.concatenate([q, jnp.zeros_like(q)]), state, layout, 3, who).x
+
+    def V(q):
+        return model.energy(State(x(q), jnp.zeros_like(state.x), state.t))
+
+    J = jax.jacfwd(lambda q: x(q).reshape(-1))(q0)
+    K, M = jax.hessian(V)(q0), J.T @ model.M @ J  # T = (1/2) qdot^T J^T M J qdot
+    C = jnp.linalg.cholesky(M)
+    Ci = jax.scipy.linalg.solve_triangular(C, jnp.eye(n_q, dtype=M.dtype), lower=True)
+    w2, U = jnp.linalg.eigh(Ci @ K @ Ci.T)
+    return jnp.sqrt(w2), Ci.T @ U
