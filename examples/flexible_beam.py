@@ -8,9 +8,9 @@ uniform bars between them (half-length ones at the ends). Two things:
   deflection under a small tip load (by modal superposition), against Euler–Bernoulli's 1.8751^2 sqrt(E I / (rho A
   L^4)) / (2 pi) and P L^3 / (3 E I); the observed orders log2(e_n / e_2n). The same with the springs at the joints of
   n equal elements (the first at the clamp), first order: what the half-length end elements buy.
-* Vibration. The ruler of ``--n`` springs bent into its first mode shape (the tip 1 mm up) and released: ``dc.rollout`` (RK4) over
-  ``--periods`` periods; its tip's oscillation frequency (from its zero crossings) against the model's first
-  natural frequency, and the energy drift.
+* Vibration. The ruler of ``--n`` springs bent into its first mode shape (the tip 1 mm up) and released:
+  ``dc.rollout`` (RK4) over ``--periods`` periods; its tip's oscillation frequency (from its zero crossings)
+  against the model's first natural frequency, and the energy drift.
 
 Prints the errors, orders and frequencies; writes examples/out/flexible_beam.png (``--out`` to change).
 

@@ -3,8 +3,9 @@ MechanismBuilder.flexible_link, checked against Euler–Bernoulli beam theory (a
 P L^3 / (3 E I) and first natural frequency 1.8751^2 sqrt(E I / (rho_A L^4)) / (2 pi)), converging at second order
 as the number of springs n grows; against the division's own closed form (the midpoint rule: the tip deflection
 is P L^3 / (3 E I) (1 - 1 / (4 n^2)) exactly); against the library's dynamics (zero accelerations at the static
-equilibrium, the frequencies of dc.linearize's step); the builder's link against the chain's; derivatives with
-respect to E against central differences and the scaling law f ~ sqrt(E)."""
+equilibrium); the builder's link against the chain's; dc.natural_frequencies on a mechanism against a compound
+pendulum's closed form; derivatives with respect to E against central differences and the scaling law
+f ~ sqrt(E)."""
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -85,12 +86,11 @@ def test_first_frequency_converges_at_second_order(convergence):
 
 
 @pytest.mark.slow
-def test_the_equilibrium_is_one_of_the_dynamics_and_the_frequencies_those_of_its_step(convergence):
+def test_the_equilibrium_is_one_of_the_dynamics(convergence):
     """The static equilibrium found by Newton's method on the energy (the geometrically nonlinear statics) has the
     modal deflection of the linear regime to the load's small nonlinearity, and there the forward dynamics under the
-    tip load (the force kind's force, the recursion) gives zero accelerations; the frequencies of dc.natural_frequencies are those of the
-    linearised step of dc.rollout (dc.linearize in minimal coordinates: eigenvalues exp(+-i omega dt) up to the
-    integrator's O((omega dt)^2) phase error)."""
+    tip load (the force kind's force, the recursion) gives zero accelerations. The modes of dc.natural_frequencies
+    are M-orthonormal."""
     n = 4
     chain, state = systems.flexible_cantilever(n, length=L, E=E, I=I, rho_A=RHO_A)
     tip, theta = newton_tip_deflection(chain, state, P)
@@ -98,12 +98,7 @@ def test_the_equilibrium_is_one_of_the_dynamics_and_the_frequencies_those_of_its
     F = jnp.zeros((n + 1, 2)).at[-1, 1].set(-P)
     a = dc.forward_dynamics(chain, dc.from_joint_angles(chain, theta, base=state.x[0]), dc.Control(F=F, n=n + 1))
     assert float(jnp.max(jnp.abs(a))) < 1e-9 * P / (RHO_A * L)
-    omega, modes = dc.natural_frequencies(chain, state)
-    dt = 1e-3 / float(omega[-1])
-    A, _ = dc.linearize(chain, state, None, dt, coords="minimal")
-    lam = np.linalg.eigvals(np.asarray(A))
-    omega_step = np.sort(np.abs(np.angle(lam)))[::2] / dt
-    np.testing.assert_allclose(omega_step, omega, rtol=1e-5)
+    _, modes = dc.natural_frequencies(chain, state)
     M = jax.jacfwd(lambda q: dc.from_joint_angles(chain, q, base=state.x[0]).x.reshape(-1))(jnp.zeros(n))
     np.testing.assert_allclose(modes.T @ M.T @ chain.M @ M @ modes, np.eye(n), atol=1e-10)
 
@@ -127,24 +122,57 @@ def _bent(n, seed):
     return 0.3 * rng.standard_normal(n), rng.standard_normal(n)
 
 
-def test_builder_cantilever_is_the_chain():
-    """MechanismBuilder.flexible_link clamped by an angle driver (its first half element held) is the cantilever
-    chain: at a bent, moving state (with the dampers) the KKT solve of the mechanism gives the chain's recursion's
-    accelerations."""
-    n, eta = 5, 0.4
+@pytest.fixture(scope="module")
+def builder_cantilever():
+    """(chain, its rest state, the same cantilever from MechanismBuilder.flexible_link clamped by an angle driver (its
+    first half element held), its rest state, n)."""
+    n, eta = 3, 0.4
     chain, state = systems.flexible_cantilever(n, length=L, E=E, I=I, rho_A=RHO_A, damping=eta)
     mb = dc.MechanismBuilder(g=0.0)
     mb.ground("O", (0.0, 0.0)), mb.point("tip", (L, 0.0))
     bars = mb.flexible_link("beam", "O", "tip", n, E, I, RHO_A, damping=eta)
     mb.drive("clamp", "angle", ["O", "beam.1"], 0.0)
-    mech, _ = mb.build()
+    for s in range(1, n + 1):  # motors (no torque) at the springs: their angles are the chart of natural_frequencies
+        mb.motor(f"m{s}", bars[s - 1], bars[s])
+    mech, rest = mb.build()
     assert bars == [f"beam[{e}]" for e in range(n + 1)]
+    return chain, state, mech, rest, n
+
+
+def test_builder_cantilever_is_the_chain(builder_cantilever):
+    """The builder's cantilever is the chain's: at a bent, moving state (with the dampers) the KKT solve of the
+    mechanism gives the chain's recursion's accelerations."""
+    chain, state, mech, _, n = builder_cantilever
     theta, rate = _bent(n, 0)
     s = dc.from_joint_angles(chain, theta, rate, base=state.x[0])
     order = np.r_[n, 0:n]  # the mechanism's coordinates: tip, beam.1 .. beam.n
     a_chain = dc.forward_dynamics(chain, s)
     a_mech = dc.forward_dynamics(mech, dc.State(s.x[order], s.v[order]))
     np.testing.assert_allclose(a_mech, a_chain[order], rtol=1e-9, atol=1e-9 * float(jnp.max(jnp.abs(a_chain))))
+
+
+@pytest.mark.slow
+def test_builder_cantilever_frequencies_are_the_chains(builder_cantilever):
+    """Its natural frequencies through the mechanism's chart (its motor angles: Newton on the constraints) are the
+    chain's (through its joint angles)."""
+    chain, state, mech, rest, _ = builder_cantilever
+    np.testing.assert_allclose(dc.natural_frequencies(mech, rest)[0], dc.natural_frequencies(chain, state)[0],
+                               rtol=1e-10)
+
+
+def test_natural_frequency_of_a_compound_pendulum_mechanism():
+    """A rigid bar hanging from a ground pin (a mechanism, its motor angle the chart): omega^2 = m g a / (I_c + m a^2)
+    (a the pin-to-centre distance, I_c the inertia about the centre)."""
+    m, Ic, l, g = 1.3, 0.02, 0.8, 9.81
+    mb = dc.MechanismBuilder(g=g)
+    mb.ground("O", (0.0, 0.0)), mb.point("B", (0.0, -l))
+    mb.body("bar", "O", "B", mass=m, inertia=Ic)
+    mb.motor("m", "ground", "bar")
+    bar, rest = mb.build()
+    omega, mode = dc.natural_frequencies(bar, rest)
+    a = l / 2
+    np.testing.assert_allclose(omega, [np.sqrt(m * g * a / (Ic + m * a**2))], rtol=1e-12)
+    np.testing.assert_allclose(mode**2 * (Ic + m * a**2), [[1.0]], rtol=1e-12)
 
 
 def test_builder_link_hinged_in_a_mechanism_is_its_chain():
@@ -181,3 +209,6 @@ def test_bad_input_names_the_argument():
         mb.flexible_link("beam", "O", "T", 4, 1.0, 1.0, 0.0)
     with pytest.raises(ValueError, match="n_segments"):
         mb.flexible_link("beam", "O", "T", 2.5, 1.0, 1.0, 1.0)
+    mb.flexible_link("beam", "O", "T", 2, 1.0, 1.0, 1.0)
+    with pytest.raises(ValueError, match="natural_frequencies: .* 0 motors and 3 degrees of freedom; add motors"):
+        dc.natural_frequencies(*mb.build())
