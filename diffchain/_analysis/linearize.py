@@ -346,8 +346,8 @@ def natural_frequencies(model, state: State):
     :func:`minimal_coordinates` (a chain's joint angles; a fully actuated mechanism's motor angles): the generalized
     eigenproblem K v = omega^2 M v with K = d^2 V / dq^2, V the potential energy (gravity, springs, the force kinds'
     potentials: :func:`~diffchain.energy` at rest), and M = J^T M_x J the mass matrix (M_x the model's, J = dx/dq),
-    both by automatic differentiation through the chart (:func:`from_minimal_coordinates`). ``modes`` (n_q, n_q): column k the mode of
-    omega[k], M-orthonormal (v^T M v = 1).
+    both by automatic differentiation through the chart (:func:`from_minimal_coordinates`). ``modes`` (n_q, n_q):
+    column k the mode of omega[k], M-orthonormal (v^T M v = 1).
 
     ``state`` must be a static equilibrium of the model without inputs (no torques or forces holding it, no moving
     drivers): about another configuration K is not the linearisation's stiffness. A free motion (a rigid turn) has

@@ -238,7 +238,7 @@ class MechanismBuilder:
 
     def flexible_link(self, name, p0, p1, n_segments, E, I, rho_A, damping=0.0):
         """A flexible link from point ``p0`` to point ``p1`` (both existing, as drawn: a straight uniform beam), as
-        rigid finite elements (seed 004 §1.7; :func:`~diffchain._model.flexible.rfe_elements`): ``n_segments``
+        rigid finite elements (seed 004 §1.7): ``n_segments``
         torsional springs k = E I / h (h = |p1 - p0| / n_segments, ``E`` in Pa, ``I`` in m^4), with rotational
         dampers c = ``damping`` I / h (``damping``: the material's Kelvin–Voigt viscosity in Pa s), at the middles of
         n_segments equal segments; between them n_segments + 1 rigid uniform bars of mass ``rho_A`` (kg/m) times their

@@ -24,7 +24,9 @@ def flexible_cantilever(n_segments, *, length=1.0, E=1.0, I=1.0, rho_A=1.0, damp
 
     Every value may be traced (inside ``jit``, ``grad``, ``vmap``): the chain's arrays (its ``torsion_k``,
     ``link_mass``, ``link_inertia``, ``l``) are then functions of them, so frequencies and deflections can be
-    differentiated with respect to E, I, rho_A and the length. ``check`` as :func:`~diffchain.Chain`'s."""
+    differentiated with respect to E, I, rho_A and the length. (:func:`~diffchain.natural_frequencies` reads the
+    chain's joint kinds before tracing: build the chain inside ``grad`` or ``vmap``, not inside a ``jit``.)
+    ``check`` as :func:`~diffchain.Chain`'s."""
     n = check_rfe("flexible_cantilever", n_segments, length=length, E=E, I=I, rho_A=rho_A, damping=damping)
     lengths, mass, inertia, k, c = rfe_elements(n, length, E, I, rho_A, damping)
     xp = _xp(length, E, I, rho_A, damping)
