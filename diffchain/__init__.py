@@ -36,7 +36,7 @@ from ._constraints.kinds import Polynomial
 from ._io.format import FileFormatError, load, load_events, save
 from ._io.trajectory import Trajectory, load_trajectory, save_trajectory
 from ._analysis.linearize import (event_linearize, from_minimal_coordinates, linearize, minimal_coordinates,
-                                  step_hessians)
+                                  natural_frequencies, step_hessians)
 from ._io.mjcf import to_mjcf
 from ._analysis.sysid import load_angles_csv, save_angles_csv
 
@@ -64,6 +64,7 @@ __all__ = [
     "Report", "diagnose",
     # linearisations of one step for trajectory optimisation (iLQR, DDP): A, B, second order, minimal coordinates
     "linearize", "event_linearize", "step_hessians", "minimal_coordinates", "from_minimal_coordinates",
+    "natural_frequencies",
     # files: models (JSON, a versioned format with a schema), trajectories with their model (.npz), MuJoCo MJCF export
     "save", "load", "load_events", "save_trajectory", "load_trajectory", "Trajectory", "FileFormatError",
     "to_mjcf",

@@ -1,5 +1,6 @@
 """Per-step linearisations for trajectory optimisation (iLQR, DDP, MPC): A = dx+/dx and B = dx+/du of one
-:func:`~diffchain.step` or :func:`~diffchain.event_step`, and the second-order terms of the step for DDP.
+:func:`~diffchain.step` or :func:`~diffchain.event_step`, and the second-order terms of the step for DDP; the natural
+frequencies of the small oscillations about a rest state (:func:`natural_frequencies`).
 
 Nothing here re-derives the dynamics: every derivative is ``jax.jacfwd`` of the library's own step. Across an event
 (an impact or a limit hit inside the quantum) the step's derivative already includes how the event time moves with
@@ -43,7 +44,7 @@ COORDS = ("points", "minimal")
 
 
 # -- the chart of minimal coordinates ---------------------------------------------------------------------------------
-def _layout(model: Model, who: str):
+def _layout(model: Model, who: str, instead: str = "use coords='points'"):
     """The static layout of a model's minimal coordinates, read off its kinds before anything is traced: ("chain",
     base) with base "pinned" (point 1 guided: carried from the state), "rail" (a slider: its position along the
     line) or "free"; ("mechanism", number of motors). A ValueError where the chart does not apply: a chain with
@@ -51,7 +52,7 @@ def _layout(model: Model, who: str):
     with fewer or more motors than degrees of freedom."""
     check_model(model, who)
     if not model.serial:
-        return "mechanism", _mechanism_motors(model, who)
+        return "mechanism", _mechanism_motors(model, who, instead)
     guided, slider = model.guided, model.slider
     if isinstance(guided, jax.core.Tracer) or isinstance(slider, jax.core.Tracer):
         raise TypeError(f"{who}: coords='minimal' reads the chain's joint kinds (its boolean masks guided, slider) "
@@ -63,7 +64,7 @@ def _layout(model: Model, who: str):
         numbers = lambda mask: [int(i) + 1 for i in np.flatnonzero(mask)]  # noqa: E731  (numbered from 1)
         raise ValueError(f"{who}: coords='minimal' needs a chain whose points 2..n are free (their joint angles are "
                          f"then independent coordinates), got guided points {numbers(guided)} and sliders "
-                         f"{numbers(slider)} (numbered from 1); use coords='points'")
+                         f"{numbers(slider)} (numbered from 1); {instead}")
     return "chain", "pinned" if guided[0] else "rail" if slider[0] else "free"
 
 
@@ -73,7 +74,7 @@ def _rail(model: Model):
     return c * s, jnp.stack([s[1], -s[0]])
 
 
-def _mechanism_motors(model: Model, who: str) -> int:
+def _mechanism_motors(model: Model, who: str, instead: str) -> int:
     """The number of motors, after a ValueError unless it is the mechanism's number of degrees of freedom (2N minus
     its nominal rank, else minus its rows switched on)."""
     k, dof = model.motor_idx.shape[0], None
@@ -84,8 +85,7 @@ def _mechanism_motors(model: Model, who: str) -> int:
     if k == 0 or (dof is not None and k != dof):
         raise ValueError(f"{who}: coords='minimal' for a mechanism takes its motor angles as the independent "
                          f"coordinates, so it needs as many motors as degrees of freedom: got {k} motors and "
-                         f"{dof if dof is not None else 'an unknown number of'} degrees of freedom; use "
-                         "coords='points'")
+                         f"{dof if dof is not None else 'an unknown number of'} degrees of freedom; {instead}")
     return k
 
 
@@ -337,3 +337,48 @@ def _step_hessians(model, state, control, dt, lam, layout, inputs, solver, integ
     grad = jax.jacfwd(lambda x, u: lam @ f(x, u), argnums=(0, 1))
     (gxx, _), (gux, guu) = jax.jacfwd(grad, argnums=(0, 1))(x0, u0)
     return gxx, gux, guu
+
+
+# -- small oscillations -----------------------------------------------------------------------------------------------
+def natural_frequencies(model, state: State):
+    """(omega, modes): the natural angular frequencies (rad/s, ascending) and mode shapes of the small oscillations
+    of ``model`` about the configuration of ``state`` (its velocities are ignored), in the minimal coordinates q of
+    :func:`minimal_coordinates` (a chain's joint angles; a fully actuated mechanism's motor angles): the generalized
+    eigenproblem K v = omega^2 M v with K = d^2 V / dq^2, V the potential energy (gravity, springs, the force kinds'
+    potentials: :func:`~diffchain.energy` at rest), and M = J^T M_x J the mass matrix (M_x the model's, J = dx/dq),
+    both by automatic differentiation through the chart (:func:`from_minimal_coordinates`). ``modes`` (n_q, n_q):
+    column k the mode of omega[k], M-orthonormal (v^T M v = 1).
+
+    ``state`` must be a static equilibrium of the model without inputs (no torques or forces holding it, no moving
+    drivers): about another configuration K is not the linearisation's stiffness. A free motion (a rigid turn) has
+    omega 0 (eigenvalues within round-off of 0), an unstable direction (K not positive semi-definite) omega NaN.
+    Differentiable (forward and reverse mode) with respect to the model's arrays. A mechanism needs as many motors
+    as degrees of freedom (their angles are its coordinates): motors left without torque change nothing, e.g. one at
+    each spring of a :meth:`~diffchain.MechanismBuilder.flexible_link`."""
+    who = "natural_frequencies"
+    layout = _layout(model, who, "add motors (they may be left without torque) until there are as many, e.g. one "
+                                 "at each spring of a flexible link")
+    _check_state(state, who)
+    return _natural_frequencies(model, state, layout)
+
+
+@compiled
+def _natural_frequencies(model, state, layout):
+    who = "natural_frequencies"
+    z0 = _minimal(model, state, None, layout, who)
+    n_q = z0.shape[0] // 2
+    q0 = z0[:n_q]
+
+    def x(q):  # the coordinates at the minimal coordinates q (two Newton steps: exact to second order at q0)
+        return _from_minimal(model, jnp.concatenate([q, jnp.zeros_like(q)]), state, layout, 2, who).x
+
+    def V(q):
+        return model.energy(State(x(q), jnp.zeros_like(state.x), state.t))
+
+    J = jax.jacfwd(lambda q: x(q).reshape(-1))(q0)
+    K, M = jax.hessian(V)(q0), J.T @ model.M @ J  # T = (1/2) qdot^T J^T M J qdot
+    C = jnp.linalg.cholesky(M)
+    Ci = jax.scipy.linalg.solve_triangular(C, jnp.eye(n_q, dtype=M.dtype), lower=True)
+    w2, U = jnp.linalg.eigh(Ci @ K @ Ci.T)
+    w2 = jnp.where(jnp.abs(w2) <= 100 * jnp.finfo(w2.dtype).eps * jnp.max(jnp.abs(w2)), 0.0, w2)  # a free motion
+    return jnp.sqrt(w2), Ci.T @ U

@@ -237,6 +237,39 @@ class MechanismBuilder:
         self.torsion.append(idx + (k, _finite_float(theta0, who + " theta0"), c))
         return name
 
+    def flexible_link(self, name, p0, p1, n_segments, E, I, rho_A, damping=0.0):
+        """A flexible link from point ``p0`` to point ``p1`` (both existing, as drawn: a straight uniform beam), as
+        rigid finite elements (seed 004 §1.7): ``n_segments``
+        torsional springs k = E I / h (h = |p1 - p0| / n_segments, ``E`` in Pa, ``I`` in m^4), with rotational
+        dampers c = ``damping`` I / h (``damping``: the material's Kelvin–Voigt viscosity in Pa s), at the middles of
+        n_segments equal segments; between them n_segments + 1 rigid uniform bars of mass ``rho_A`` (kg/m) times their
+        length, the two at the ends half as long as the others.
+
+        The springs' points are new moving points "{name}.1" .. "{name}.{n}" along p0 -> p1; the bars are bodies
+        "{name}[0]" (p0 to "{name}.1") .. "{name}[{n}]" ("{name}.{n}" to p1), the springs
+        :meth:`torsional_spring` "{name}.k1" .. (between consecutive bars, at rest as drawn). Joints at p0 and p1
+        are the points' (shared with other bodies: revolute). A clamped end is its end bar held at its angle: a
+        driver ``drive("clamp", "angle", [p0, "{name}.1"], angle)`` where p0 is a ground point, or
+        ``drive("weld", "relangle", [a0, a1, p0, "{name}.1"], angle)`` against the body a0 -> a1. Returns the bars'
+        body names, from p0 to p1."""
+        from .flexible import check_rfe, rfe_elements
+
+        who = f"MechanismBuilder: flexible link {name!r}"
+        n = check_rfe(who, n_segments, E=_finite_float(E, who + " E"), I=_finite_float(I, who + " I"),
+                      rho_A=_finite_float(rho_A, who + " rho_A"), damping=_finite_float(damping, who + " damping"))
+        i, j = self._idx(p0), self._idx(p1)
+        a, b = self.pos[i], self.pos[j]
+        L = float(np.linalg.norm(b - a))
+        if not L > 1e-12:
+            raise ValueError(f"{who}: its end points {p0!r} and {p1!r} coincide")
+        lengths, mass, inertia, k, c = rfe_elements(n, L, float(E), float(I), float(rho_A), float(damping))
+        ends = [p0] + [self.point(f"{name}.{s}", a + (s - 0.5) / n * (b - a)) for s in range(1, n + 1)] + [p1]
+        bars = [self.body(f"{name}[{e}]", ends[e], ends[e + 1], mass=mass[e], inertia=inertia[e], length=lengths[e])
+                for e in range(n + 1)]
+        for s in range(1, n + 1):
+            self.torsional_spring(f"{name}.k{s}", bars[s - 1], bars[s], k, theta0=0.0, c=c)
+        return bars
+
     def drag(self, p, k):
         """Quadratic air drag on point p: the force -k v |v| (a chain's ``k_v``)."""
         i, k = self._idx(p), _finite_float(k, f"MechanismBuilder: drag on {p!r} k")

@@ -1,5 +1,5 @@
 """The benchmark objects of seed 000 Part III (§13–14) as diffchain chains *and* as the seed's closed-form equations;
-classic mechanisms (:func:`four_bar`).
+classic mechanisms (:func:`four_bar`); a flexible cantilever of rigid finite elements (:func:`flexible_cantilever`).
 
 Every object has
 * a builder ``<object>(**params) -> Benchmark``: the :func:`~diffchain.Chain` plus the maps between the seed's
@@ -30,10 +30,11 @@ from .carts import (BOGDANOV, CARTPOLE, SI_WANG, cartpole, cartpole_closed_form,
                     double_cart_pendulum, double_cart_pendulum_closed_form, gym_cartpole, triple_cart_pendulum,
                     triple_cart_pendulum_closed_form, triple_cart_pendulum_coulomb)
 from .mechanisms import four_bar
+from .flexible import flexible_cantilever
 
 __all__ = ["Benchmark", "HALF_PI", "cart_generalized_control", "cart_q", "cart_qdd", "cart_state", "rail_normal_force",
            "ACROBOT", "acrobot", "acrobot_closed_form", "gym_pendulum", "single_pendulum",
            "single_pendulum_closed_form", "weightlifting_arm", "weightlifting_arm_closed_form", "BOGDANOV",
            "CARTPOLE", "SI_WANG", "cartpole", "cartpole_closed_form", "cartpole_normal_friction_closed_form",
            "double_cart_pendulum", "double_cart_pendulum_closed_form", "gym_cartpole", "triple_cart_pendulum",
-           "triple_cart_pendulum_closed_form", "triple_cart_pendulum_coulomb", "four_bar"]
+           "triple_cart_pendulum_closed_form", "triple_cart_pendulum_coulomb", "four_bar", "flexible_cantilever"]

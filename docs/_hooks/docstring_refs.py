@@ -89,9 +89,9 @@ def check_html(text):
 DOCS = pathlib.Path(__file__).resolve().parents[1]
 # the pages a name's entry may link to, in the order of the site's navigation (the reference, home page, physics and
 # development pages are not guides)
-GUIDE_PAGES = ("getting-started.md", "guide/chains.md", "guide/mechanisms.md", "guide/events.md", "guide/gradients.md",
-               "guide/batching.md", "guide/sensitivities.md", "guide/linearization.md", "guide/sysid.md",
-               "guide/systems.md", "guide/files.md", "examples.md", "performance.md")
+GUIDE_PAGES = ("getting-started.md", "guide/chains.md", "guide/mechanisms.md", "guide/flexible.md", "guide/events.md",
+               "guide/gradients.md", "guide/batching.md", "guide/sensitivities.md", "guide/linearization.md",
+               "guide/sysid.md", "guide/systems.md", "guide/files.md", "examples.md", "performance.md")
 # a name that no guide page uses links to its group's page (the groups of diffchain.__all__: a title's first words)
 # or its submodule's; a public name that has neither fails the build
 GROUP_PAGES = {"The model": "guide/chains.md", "Forward dynamics": "guide/chains.md",

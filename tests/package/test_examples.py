@@ -16,7 +16,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 SCRIPTS = ("throw_to_target.py", "swingup_optax.py", "train_policy.py", "batched_rollout.py", "fourbar_stop.py",
-           "ilqr.py", "sysid.py")  # each tested below
+           "ilqr.py", "sysid.py", "flexible_beam.py")  # each tested below
 NOTEBOOKS = ("quickstart.ipynb",)
 
 
@@ -100,6 +100,20 @@ def test_fourbar_stop_quick(tmp_path):
     assert _number(r"lowest C (\S+) m from the floor", out) > -1e-9
     assert _number(r"lowest rocker angle (\S+) rad from the stop", out) > -1e-9
     assert _number(r"C at rest: \|v\| = (\S+) m/s", out) < 1e-9 and "stuck: True" in out
+
+
+@pytest.mark.slow
+def test_flexible_beam_quick(tmp_path):
+    """The cantilever of rigid finite elements, n = 2, 4, 8: errors against Euler-Bernoulli of second order with the
+    half-length end elements, first order without (orders between 0.7 and 1.2 while n is small); released from its
+    first mode shape, the tip oscillates at the model's first natural frequency and the energy holds."""
+    out = _run_quick("flexible_beam.py", tmp_path)
+    for what in ("frequency", "deflection"):
+        rfe = [float(v) for v in re.search(rf"^rfe {what}: .*; orders (.+)$", out, re.M).group(1).split()]
+        equal = [float(v) for v in re.search(rf"^equal {what}: .*; orders (.+)$", out, re.M).group(1).split()]
+        assert min(rfe) >= 1.8 and all(0.7 <= o <= 1.2 for o in equal), (what, rfe, equal)
+    assert abs(_number(r"relative difference (\S+);", out)) < 1e-5
+    assert _number(r"relative energy drift (\S+)", out) < 1e-9
 
 
 @pytest.mark.slow
