@@ -88,6 +88,9 @@ class Kind(NamedTuple):
 _QUAD = "index quadruples (i, j, k, l): body k -> l against body i -> j, indices into the points (-2, -1: the " \
         "world frame's points (0, 0) and (1, 0))"
 
+# the fields of a pair of points with a length (a chain's rods and the distance rows)
+_PAIR_LENGTH = {"i": Arr("index", ("R",), "First point."), "j": Arr("index", ("R",), "Second point."),
+                "L": Arr("float", ("R",), "Length, m.")}
 KINDS = {
     "Model": Kind(Model, "A planar model in natural coordinates: points, their mass, constraints and forces "
                          "(diffchain.Model; built by diffchain.Chain or diffchain.MechanismBuilder).", {
@@ -131,12 +134,9 @@ KINDS = {
         "inertia": Arr("float", ("B",), "Moment of inertia about the centre of mass, kg m^2."),
         "L": Arr("float", ("B",), "Length |p_j - p_i| in m (null: the model's first distance rows').", optional=True),
     }),
-    "Rod": Kind(Rod, "A chain's rods: rows |p_j - p_i| - L.", {
-        "i": Arr("index", ("R",), "First point."), "j": Arr("index", ("R",), "Second point."),
-        "L": Arr("float", ("R",), "Length, m.")}),
-    "Distance": Kind(Distance, "Distance rows (|p_j - p_i|^2 - L^2) / (2 L): bodies' rigidity, massless rods.", {
-        "i": Arr("index", ("R",), "First point."), "j": Arr("index", ("R",), "Second point."),
-        "L": Arr("float", ("R",), "Length, m.")}),
+    "Rod": Kind(Rod, "A chain's rods: rows |p_j - p_i| - L.", _PAIR_LENGTH),
+    "Distance": Kind(Distance, "Distance rows (|p_j - p_i|^2 - L^2) / (2 L): bodies' rigidity, massless rods.",
+                     _PAIR_LENGTH),
     "Coincide": Kind(Coincide, "Coincidences p_i - p_j (revolute joints, pins).", {
         "i": Arr("index", ("C",), "First point."), "j": Arr("index", ("C",), "Second point.")}),
     "OnLine": Kind(OnLine, "Point i on the line through points a, b.", {
