@@ -32,6 +32,7 @@ from ._events.state import EventState, Events, StepReport, check_event_state
 from ._events.quantum import event_step
 from ._events.rollout import event_rollout
 from ._analysis.diagnosis import Report, diagnose
+from ._analysis.trust import TrustReport, gradient_trust
 from ._constraints.kinds import Polynomial
 from ._io.format import FileFormatError, load, load_events, save
 from ._io.trajectory import Trajectory, load_trajectory, save_trajectory
@@ -61,7 +62,7 @@ __all__ = [
     # contacts, limits and held joints (seed 000 Part II, §7, §12)
     "EventState", "Events", "StepReport", "check_event_state", "event_rollout", "event_step",
     # whether a run can be trusted: finite, on its constraints, singular passages, exhausted budgets
-    "Report", "diagnose",
+    "Report", "diagnose", "TrustReport", "gradient_trust",
     # linearisations of one step for trajectory optimisation (iLQR, DDP): A, B, second order, minimal coordinates
     "linearize", "event_linearize", "step_hessians", "minimal_coordinates", "from_minimal_coordinates",
     "natural_frequencies",

@@ -226,7 +226,8 @@ def _event_quantum(chain: Model, events: Events, es: EventState, control: Contro
     stab = jnp.inf if integrator.stab_factor is None else integrator.stab_factor * dt  # inf: no correction
     t0 = es.state.t
     zb, zi = jnp.zeros((n,), bool), jnp.zeros((), jnp.int32)
-    report0 = StepReport(zb, zb, zb, zb, zi, zi, zi, zi, jnp.zeros((), bool), jnp.zeros((), dtype))
+    report0 = StepReport(zb, zb, zb, zb, zi, zi, zi, zi, jnp.zeros((), bool), jnp.zeros((), dtype),
+                         jnp.full((2,), jnp.inf, dtype), jnp.full((), -jnp.inf, dtype))
 
     def solve(es_, x, v, t, impulse):  # (t: the call's time, for a mechanism's drivers)
         return constrained_dynamics(chain, events, es_, x, v, t, control, stab, impulse, solver)
@@ -288,10 +289,16 @@ def _event_quantum(chain: Model, events: Events, es: EventState, control: Contro
                                (State(xe, ve, t0 + t + s_e), es_.stuck | new_c,
                                 jnp.where(new_c[:, None], proj, es_.pin), jnp.where(new_c[:, None], zk, es_.normal),
                                 es_.held | new_l, jnp.where(new_l, side, es_.side), chatter))
+        # how fast the new constraints are met: the normal speed of an impact, the angular speed of a limit hit
+        v_n = -jnp.sum(zk * chain.contact_rates(ve), -1)
+        omega = jnp.abs(chain.angle_rates(xe, ve))
+        approach = jnp.stack([jnp.min(jnp.where(new_c, v_n, jnp.inf), initial=jnp.inf),
+                              jnp.min(jnp.where(new_l, omega, jnp.inf), initial=jnp.inf)])
         rep = c.rep
-        rep = eqx.tree_at(lambda r: (r.impacts, r.limit_hits, r.events, r.slots), rep,
+        rep = eqx.tree_at(lambda r: (r.impacts, r.limit_hits, r.events, r.slots, r.approach, r.event_time), rep,
                           (rep.impacts | (event & new_c), rep.limit_hits | (event & new_l), rep.events + event,
-                           rep.slots + 1))
+                           rep.slots + 1, jnp.where(event, jnp.minimum(rep.approach, approach), rep.approach),
+                           jnp.where(event, t0 + t + s_e, rep.event_time)))
         return event, s_e, es_event, rep
 
     def slot(c, last):

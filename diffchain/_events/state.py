@@ -242,6 +242,9 @@ class StepReport(eqx.Module):
       substeps:  accepted sub-quanta;  halvings: rejected ones (error estimate above threshold)
       events:    event cuts (impulses);  slots: solver calls used;  exhausted: the budget ran out (forced finish)
       error:     largest accepted velocity-error estimate max_i |a'_i - a_i| h
+      approach:  (2,) the slowest approach of an impact (its normal speed towards the line, m/s) and of a limit hit
+                 (its joint's angular speed, rad/s) in this quantum; inf where none (:func:`diffchain.gradient_trust`)
+      event_time: the time of the quantum's last event (impact, limit hit or impulse); -inf where none
     """
 
     impacts: jax.Array
@@ -254,6 +257,8 @@ class StepReport(eqx.Module):
     slots: jax.Array
     exhausted: jax.Array
     error: jax.Array
+    approach: jax.Array
+    event_time: jax.Array
 
 
 def _cache(es):  # the fields of EventState filled by the last quantum's final solver call
