@@ -61,7 +61,7 @@ __all__ = [
     "loop_closure_terms", "mechanism_inverse_dynamics",
     # contacts, limits and held joints (seed 000 Part II, §7, §12)
     "EventState", "Events", "StepReport", "check_event_state", "event_rollout", "event_step",
-    # whether a run can be trusted: finite, on its constraints, singular passages, exhausted budgets
+    # whether a run can be trusted: finite, on its constraints, singular passages, exhausted budgets; and its gradient
     "Report", "diagnose", "TrustReport", "gradient_trust",
     # linearisations of one step for trajectory optimisation (iLQR, DDP): A, B, second order, minimal coordinates
     "linearize", "event_linearize", "step_hessians", "minimal_coordinates", "from_minimal_coordinates",

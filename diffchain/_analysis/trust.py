@@ -106,10 +106,11 @@ def gradient_trust(model: Model, events: Events, start: EventState, trajectory, 
     stops predicting a small change of its inputs. ``start``: the rollout's start :class:`~diffchain.EventState`;
     ``trajectory``: the (EventStates, StepReports) that :func:`diffchain.event_rollout` returns; ``dt`` its time step.
 
-    ``trusted`` is every margin above ``tol`` (default 1e-3) times its scale: the model's longest length L for the
-    gaps, 1 rad for the angles, sqrt(g L) for the normal speeds (g the model's weight per unit mass), sqrt(g / L) for
-    the angular speeds, its weight for the reactions (times L for the torques), dt for the time to the end, 1 for the
-    halving margin; and no exhausted quantum. A margin under its tolerance does not make the gradient wrong: it says
+    ``trusted`` is every margin above its tolerance: ``tol`` (default 1e-3) times the model's longest length L for
+    the gaps, ``tol`` rad for the angles; for the approach speeds the speed at which a point decelerated by g (the
+    model's weight per unit mass) would have stopped that gap short, sqrt(2 g tol L), and sqrt(2 (g / L) tol) for the
+    angular speeds; ``tol`` times the weight for the reactions (times L for the torques), dt for the time to the end,
+    ``tol`` for the halving margin; and no exhausted quantum. A margin under its tolerance does not make the gradient wrong: it says
     that a change of the inputs of about that relative size may change what happens, and with it the result by more
     than the gradient predicts.
 
@@ -169,8 +170,8 @@ def gradient_trust(model: Model, events: Events, start: EventState, trajectory, 
     halving_margin = jnp.min(jnp.where(ratio > 0, jnp.abs(jnp.log(jnp.where(ratio > 0, ratio, 1.0))), jnp.inf),
                              initial=jnp.inf)
     exhausted = jnp.sum(reports.exhausted)
-    trusted = ((clearance > tol * L) & (angle_clearance > tol) & (approach > tol * jnp.sqrt(g * L))
-               & (limit_approach > tol * jnp.sqrt(g / L)) & (reaction > tol * weight) & (holding > tol * weight * L)
+    trusted = ((clearance > tol * L) & (angle_clearance > tol) & (approach > jnp.sqrt(2 * g * tol * L))
+               & (limit_approach > jnp.sqrt(2 * g / L * tol)) & (reaction > tol * weight) & (holding > tol * weight * L)
                & (time_to_end > dt) & (halving_margin > tol) & (exhausted == 0))
     return TrustReport(clearance, clearance_time, angle_clearance, angle_clearance_time, approach, approach_time,
                        limit_approach, limit_approach_time, reaction, reaction_time, holding, holding_time,
