@@ -1,4 +1,4 @@
-"""iLQR on diffchain's per-step linearisations: the acrobot swing-up and a cart-pole brought upright from rest.
+"""iLQR and DDP on diffchain's per-step linearisations: the acrobot swing-up and a cart-pole brought upright from rest.
 
 Both systems start hanging straight down at rest and must be upright and at rest at the end of the horizon:
 
@@ -20,7 +20,9 @@ keeps the best that lowers the cost; a Levenberg-Marquardt term mu I on Q_uu gro
 
 The script first checks the linearisation at the first step of the first trajectory against central differences of
 f, then runs iLQR until the cost stops falling (relative change below 1e-10) or ``--iters``, and reports the final
-distance from the goal. It writes examples/out/ilqr.png (the motions, the controls, the cost per iteration; ``--out``
+distance from the goal. With ``--ddp``, DDP (the same with the steps' second-order terms, ``dc.step_hessians``,
+regularised in the state space) continues from iLQR's iterate that first came within 1e-2 of the goal, and the
+script reports the iterations both take from there to the optimum. It writes examples/out/ilqr.png (the motions, the controls, the cost per iteration; ``--out``
 to change).
 
     python examples/ilqr.py [--system acrobot|cartpole|both] [--iters 100] [--quick]
@@ -69,9 +71,9 @@ def problem(name):
                 R=1e-2, Qf=1e4, input="force on the cart [N]")
 
 
-def solver(p):
-    """The compiled pieces of iLQR for problem ``p``: the rollout of controls U (T, nu) from the start, and one
-    iteration (linearise, backward pass, line search)."""
+def solver(p, method="ilqr"):
+    """The compiled pieces of iLQR (``method="ilqr"``) or DDP (``"ddp"``) for problem ``p``: the rollout of controls
+    U (T, nu) from the start, and one iteration (linearise, backward pass, line search)."""
     chain, start, goal, to_control, dt = p["chain"], p["start"], p["goal"], p["to_control"], p["dt"]
     integrator = dc.RK4()
     z0 = dc.minimal_coordinates(chain, start)
@@ -83,6 +85,13 @@ def solver(p):
         new = dc.step(chain, dc.from_minimal_coordinates(chain, z, start), to_control(u), dt, integrator=integrator,
                       check=False)
         return dc.minimal_coordinates(chain, new, ref=z)
+
+    def hessians(z, u, Vx):
+        """DDP's second-order terms of the step: the Hessians of Vx . f(z, u) (``dc.step_hessians``)."""
+        fxx, fux, fuu = dc.step_hessians(chain, dc.from_minimal_coordinates(chain, z, start), to_control(u), dt, Vx,
+                                         coords="minimal", inputs=p["inputs"], integrator=integrator)
+        cols = jnp.asarray(p["columns"])
+        return fxx, fux[cols], fuu[cols][:, cols]
 
     def linearization(z, u):
         A, B = dc.linearize(chain, dc.from_minimal_coordinates(chain, z, start), to_control(u), dt, coords="minimal",
@@ -102,17 +111,25 @@ def solver(p):
         A, B = jax.vmap(linearization)(Z[:-1], U)                 # (T, nx, nx), (T, nx, nu): one program
 
         def backward(V, step):
-            Vx, Vxx = V
-            A, B, u = step
+            Vx, Vxx, ok = V
+            A, B, z, u = step
             Qx, Qu = A.T @ Vx, R @ u + B.T @ Vx
             Qxx, Quu, Qux = A.T @ Vxx @ A, R + B.T @ Vxx @ B, B.T @ Vxx @ A
-            reg = Quu + mu * jnp.eye(nu)
-            k, K = -jnp.linalg.solve(reg, Qu), -jnp.linalg.solve(reg, Qux)
+            if method == "ddp":  # the step's curvature along the value's gradient (Mayne 1966; iLQR drops it),
+                # regularised in the state space, mu I on Vxx (Tassa, Erez & Todorov 2012)
+                fxx, fux, fuu = hessians(z, u, Vx)
+                Qxx, Qux, Quu = Qxx + fxx, Qux + fux, Quu + fuu
+                reg, reg_ux = Quu + mu * B.T @ B, Qux + mu * B.T @ A
+            else:
+                reg, reg_ux = Quu + mu * jnp.eye(nu), Qux
+            ok = ok & jnp.all(jnp.linalg.eigvalsh(reg) > 0)  # else no descent: the caller raises mu
+            k, K = -jnp.linalg.solve(reg, Qu), -jnp.linalg.solve(reg, reg_ux)
             Vx = Qx + K.T @ Quu @ k + K.T @ Qu + Qux.T @ k
             Vxx = Qxx + K.T @ Quu @ K + K.T @ Qux + Qux.T @ K
-            return (Vx, 0.5 * (Vxx + Vxx.T)), (k, K)
+            return (Vx, 0.5 * (Vxx + Vxx.T), ok), (k, K)
 
-        _, (k, K) = jax.lax.scan(backward, (Qf @ (Z[-1] - goal), Qf), (A, B, U), reverse=True)
+        (_, _, ok), (k, K) = jax.lax.scan(backward, (Qf @ (Z[-1] - goal), Qf, jnp.ones((), bool)),
+                                          (A, B, Z[:-1], U), reverse=True)
 
         def forward(alpha):
             def body(z, step):
@@ -126,7 +143,7 @@ def solver(p):
 
         Zs, Us, Js = jax.vmap(forward)(jnp.asarray(ALPHAS))
         i = jnp.argmin(jnp.where(jnp.isfinite(Js), Js, jnp.inf))
-        return Zs[i], Us[i], Js[i], A[0], B[0]
+        return Zs[i], Us[i], jnp.where(ok, Js[i], jnp.inf), A[0], B[0]
 
     return f, jax.jit(rollout), jax.jit(cost), iteration, z0
 
@@ -139,11 +156,13 @@ def check_linearization(f, z, u, A, B, h=1e-6):
                float(np.max(np.abs(B - fd_B))) / float(np.max(np.abs(B))))
 
 
-def run(name, iters, seed):
+def run(name, iters, seed, method="ilqr", U=None):
     p = problem(name)
-    f, rollout, cost, iteration, z0 = solver(p)
+    f, rollout, cost, iteration, z0 = solver(p, method)
+    label, name = name, name if method == "ilqr" else f"{name} (DDP)"
     T, nu = p["steps"], len(p["columns"])
-    U = 0.1 * jax.random.normal(jax.random.PRNGKey(seed), (T, nu))  # hanging at rest is an equilibrium: perturb it
+    if U is None:  # hanging at rest is an equilibrium: perturb it
+        U = 0.1 * jax.random.normal(jax.random.PRNGKey(seed), (T, nu))
     Z = rollout(U)
     J, mu = float(cost(Z, U)), 1e-3
     print(f"{name}: {T} RK4 steps of {p['dt']:g} s, input: {p['input']}, cost weights R = {p['R']:g}, "
@@ -169,21 +188,27 @@ def run(name, iters, seed):
         history.append(J)
         err = float(np.max(np.abs(np.asarray(Z[-1]) - goal)))
         if reached is None and err <= 1e-2:
-            reached = it
+            reached, U_reached = it, U
         if it % 5 == 0 or it == 1 or change < 1e-10:
             print(f"{name} iter {it:3d}  cost {J:12.6g}  max|z_T - z*| {err:.3e}  mu {mu:.0e}")
         if change < 1e-10 and mu > 1e3:
             break
     t_run = time.perf_counter() - t0
     z_T = np.asarray(Z[-1])
-    angles = slice(0, 2) if name == "acrobot" else slice(1, 2)
+    angles = slice(0, 2) if label == "acrobot" else slice(1, 2)
     print(f"{name}: compile {t_compile:.1f} s, {it} iterations in {t_run:.1f} s")
     print(f"{name}: final max |theta - theta*| = {np.max(np.abs(z_T[angles] - goal[angles])):.2e} rad, "
           f"max |z_T - z*| = {np.max(np.abs(z_T - goal)):.2e}, first within 1e-2 at iteration "
           f"{reached if reached is not None else 'never'}; max |u| = {float(jnp.max(jnp.abs(U))):.2f}")
     states = jax.vmap(lambda z: dc.from_minimal_coordinates(p["chain"], z, p["start"]))(Z)
     states = dc.State(states.x, states.v, jnp.arange(T + 1) * p["dt"])
-    return dict(p=p, states=states, U=np.asarray(U), history=history)
+    return dict(p=p, states=states, U=np.asarray(U), history=history, reached=reached,
+                U_reached=U_reached if reached else None)
+
+
+def _iterations(history, best):
+    """The first iteration whose cost is within 1e-9 (relative) of ``best`` (None: never)."""
+    return next((i for i, J in enumerate(history) if J - best <= 1e-9 * best), None)
 
 
 def main():
@@ -192,12 +217,25 @@ def main():
     ap.add_argument("--iters", type=int, default=100, help="at most this many iLQR iterations")
     ap.add_argument("--seed", type=int, default=0, help="of the small random first controls")
     ap.add_argument("--out", default=os.path.join(OUT, "ilqr.png"))
+    ap.add_argument("--ddp", choices=["acrobot", "cartpole", "both", "none"], default="acrobot",
+                    help="also solve these systems with DDP (the step's second-order terms) to compare")
     ap.add_argument("--quick", action="store_true", help="a smoke test: at most 40 iterations")
     args = ap.parse_args()
     if args.quick:
         args.iters = min(args.iters, 40)
     names = ["acrobot", "cartpole"] if args.system == "both" else [args.system]
     results = [run(name, args.iters, args.seed) for name in names]
+    # DDP from where iLQR first came within 1e-2 of the goal (far from it, DDP's curvature terms are indefinite and
+    # its steps no descent): from there, how many more iterations each takes to the optimum
+    for name, r in zip(names, results):
+        if name not in {"both": names, "none": []}.get(args.ddp, [args.ddp]) or r["reached"] is None:
+            continue
+        d = run(name, args.iters - r["reached"], args.seed, "ddp", r["U_reached"])
+        best = min(min(r["history"]), min(d["history"]))
+        print(f"{name}: from iLQR's iteration {r['reached']}, iterations to the lowest cost {best:.10g} (within 1e-9): "
+              f"iLQR {_iterations(r['history'][r['reached']:], best)} (its cost {min(r['history']):.10g}), DDP "
+              f"{_iterations(d['history'], best)} (its cost {min(d['history']):.10g})")
+        r["ddp"] = d["history"]
 
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     fig, axes = plt.subplots(len(results), 3, figsize=(14, 4.6 * len(results)), squeeze=False,
@@ -212,7 +250,11 @@ def main():
         ax1.set_ylabel(p["input"])
         ax1.set_title("iLQR's controls")
         ax1.grid(alpha=0.3)
-        ax2.semilogy(np.arange(len(r["history"])), r["history"], marker=".", color="#7e2b4c")
+        ax2.semilogy(np.arange(len(r["history"])), r["history"], marker=".", color="#7e2b4c", label="iLQR")
+        if "ddp" in r:
+            ax2.semilogy(r["reached"] + np.arange(len(r["ddp"])), r["ddp"], marker=".", color="#2b7e4c",
+                         label=f"DDP from iteration {r['reached']}")
+            ax2.legend()
         ax2.set_xlabel("iLQR iteration")
         ax2.set_ylabel("cost")
         ax2.set_title("cost per iteration")

@@ -119,7 +119,8 @@ def test_flexible_beam_quick(tmp_path):
 @pytest.mark.slow
 def test_ilqr_quick(tmp_path):
     """iLQR, at most 40 iterations per system: the linearisations agree with central differences of the step, the
-    cost falls, and both the acrobot and the cart-pole end within 1e-2 of upright and at rest."""
+    cost falls, and both the acrobot and the cart-pole end within 1e-2 of upright and at rest; DDP on the acrobot,
+    from iLQR's iterate that first came within 1e-2, reaches the lowest cost of both."""
     out = _run_quick("ilqr.py", tmp_path)
     for name in ("acrobot", "cartpole"):
         assert _number(rf"{name}: linearisation .* largest relative difference (\S+)", out) < 1e-6
@@ -127,6 +128,13 @@ def test_ilqr_quick(tmp_path):
         assert len(costs) >= 2 and costs[-1] < 1e-2 * costs[0], (name, costs)
         assert _number(rf"{name}: final max \|theta - theta\*\| = (\S+) rad", out) <= 1e-2
         assert _number(rf"{name}: final .* max \|z_T - z\*\| = (\S+),", out) <= 1e-2
+    # DDP (the steps' second-order terms, dc.step_hessians) from where iLQR came within 1e-2: the same optimum
+    line = re.search(r"acrobot: from iLQR's iteration \d+, iterations to the lowest cost (\S+) .*DDP (\d+) \(its cost "
+                     r"(\S+)\)", out)
+    assert line, out[-2000:]
+    best, ddp_cost = float(line.group(1)), float(line.group(3))
+    assert abs(ddp_cost - best) <= 1e-9 * best
+    assert _number(r"acrobot \(DDP\): final max \|theta - theta\*\| = (\S+) rad", out) <= 1e-2
 
 
 @pytest.mark.slow
