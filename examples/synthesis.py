@@ -131,7 +131,8 @@ def levenberg_marquardt(linearised, z, n_iter, lam=1e-2):
         H, g = np.einsum("bri,brj->bij", J, J), np.einsum("bri,br->bi", J, r)
         diag = np.einsum("bii->bi", H) + 1e-12
         with np.errstate(all="ignore"):
-            step = -np.linalg.solve(H + lam[:, None, None] * np.eye(H.shape[1]) * diag[:, None, :], g[..., None])[..., 0]
+            damped = H + lam[:, None, None] * np.eye(H.shape[1]) * diag[:, None, :]
+            step = -np.linalg.solve(damped, g[..., None])[..., 0]
         step = np.where(np.isfinite(step), step, 0.0)
         rc, Jc = (np.asarray(v) for v in linearised(z + step))
         better = np.sum(rc**2, 1) < np.sum(r**2, 1)
@@ -254,11 +255,15 @@ def nine_point(n_starts, n_iter, seed=1):
     keys = np.array([k for k, _ in distinct]).reshape(-1, 8)
     sols = np.array([zz for _, zz in distinct]).reshape(-1, 16)
     miss = np.asarray(jax.jit(jax.vmap(lambda zz: through_points(zz, Pj)))(sols)).reshape(-1, 9, 2)
-    index = lambda key: next((i for i, k in enumerate(keys) if np.max(np.abs(canonical(key) - k)) < 1e-6), -1)  # noqa: E731
+
+    def index(z_key):
+        """The position of a solution among the distinct ones (-1: not found)."""
+        return next((i for i, k in enumerate(keys) if np.max(np.abs(canonical(z_key) - k)) < 1e-6), -1)
+
     triples = {tuple(sorted({i, *(index(c) for c in cognates(zz, P))})) for i, zz in enumerate(sols)}
     truth = np.concatenate([A0, A - C, B0, B - C])
-    return dict(P=P, known=known, sigma=sigma, theta1=thetas[0], n_starts=n_starts, n_solved=int(solved.sum()), sols=sols,
-                residual=residual[solved], miss=miss, triples=triples, truth=index(truth),
+    return dict(P=P, known=known, sigma=sigma, theta1=thetas[0], n_starts=n_starts, n_solved=int(solved.sum()),
+                sols=sols, residual=residual[solved], miss=miss, triples=triples, truth=index(truth),
                 truth_cognates=[index(c) for c in cognates(truth, P)])
 
 
@@ -376,7 +381,8 @@ def main():
     print(f"18 points: {args.starts} starts x {args.iters} LM iterations in {time.perf_counter() - t0:.1f} s; "
           f"{int(np.isfinite(error).sum())} end fully rotatable; best sum of squared distances {error[best]:.6f}")
     print("18 points: best design (x_A0, y_A0, x_B0, y_B0, r2, r3, r4, p, q) = "
-          + " ".join(f"{v:.4f}" for v in z[best, :9]) + f"; branch {sigma[best]:+.0f}, direction {direction[best]:+.0f}")
+          + " ".join(f"{v:.4f}" for v in z[best, :9])
+          + f"; branch {sigma[best]:+.0f}, direction {direction[best]:+.0f}")
     shown = [best]                                             # the best distinct solutions, for the picture
     for i in order[1:]:
         if np.isfinite(error[i]) and len(shown) < 3 and all(np.max(np.abs(z[i, :9] - z[j, :9])) > 1e-2 for j in shown):

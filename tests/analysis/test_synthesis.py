@@ -14,8 +14,6 @@ import pytest
 
 import diffchain as dc
 
-pytestmark = pytest.mark.slow   # about 8 s each on 2 cores, mostly compiling
-
 EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "synthesis.py"
 DESIGN = np.array([0.1, -0.2, 2.0, 0.3, 0.9, 1.8, 1.5, 1.0, -0.7])   # a crank-rocker (r1 = 1.92)
 THETAS = np.linspace(0.0, 2 * np.pi, 8, endpoint=False) + 0.3
@@ -67,6 +65,7 @@ def test_coupler_point_matches_assembly(S):
     assert np.all(np.asarray(jax.vmap(lambda t, s: S.four_bar_points(d, t, s)[3])(thetas, sigmas)) > 0)
 
 
+@pytest.mark.slow   # 8 s on 2 cores, mostly compiling
 def test_motor_torque_is_the_power_balance(S):
     """The crank at constant speed omega: the motor's power tau omega is the rate of change of the mechanism's energy,
     so tau = dE/dtheta with E(theta) = sum over the bars of m |v_G|^2 / 2 + I_G psi_dot^2 / 2 + m g y_G, written
