@@ -16,7 +16,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 SCRIPTS = ("throw_to_target.py", "swingup_optax.py", "train_policy.py", "batched_rollout.py", "fourbar_stop.py",
-           "ilqr.py", "sysid.py", "flexible_beam.py")  # each tested below
+           "ilqr.py", "sysid.py", "flexible_beam.py", "synthesis.py")  # each tested below
 NOTEBOOKS = ("quickstart.ipynb",)
 
 
@@ -162,6 +162,24 @@ def test_sysid_quick(tmp_path):
         assert 0.3 <= _number(rf"{name}: .*mean \(error / standard error\)\^2 = (\S+)", out) <= 3.0
         t, angles = dc.load_angles_csv(tmp_path / f"sysid_{name}_seed0.csv")
         assert angles.shape == (len(t), columns) and np.allclose(np.diff(t), 0.01)
+
+
+@pytest.mark.slow
+def test_synthesis_quick(tmp_path):
+    """Four-bar synthesis, shortened: the 18-point fit ends fully rotatable with a sum of squared distances below
+    0.01; every nine-point solution has a residual <= 1e-10 and its closed-form coupler point passes through all nine
+    points (to 1e-9); the four-bar that made the points and its two Roberts cognates are among the solutions; the
+    gradient through diffchain's inverse dynamics agrees with central differences; the torques are finite."""
+    out = _run_quick("synthesis.py", tmp_path, needs=("optax",))
+    assert _number(r"best sum of squared distances (\S+)", out) < 1e-2
+    assert _number(r"(\d+) end fully rotatable", out) >= 1
+    assert _number(r"largest residual (\S+)\)", out) <= 1e-10
+    assert _number(r"(\d+) distinct modulo relabelling", out) >= 3
+    assert _number(r"passes through all nine points: largest distance (\S+);", out) <= 1e-9
+    assert "the known four-bar found: True; its two Roberts cognates found: True" in out
+    assert _number(r"sizing: .*relative difference (\S+)", out) < 1e-6
+    for what in ("before", "after"):
+        assert 0 < _number(rf"sizing {what}: .*peak torque (\S+) N m", out) < 1e3
 
 
 def test_batched_rollout_quick(tmp_path):
