@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import numpy.typing as npt
-from jax.typing import DTypeLike
+from jax.typing import ArrayLike, DTypeLike
 
 from .._kinds.torsion import TorsionalSprings
 from .._state import State
@@ -164,7 +164,7 @@ class MechanismBuilder:
         self.slider(name + ".1", self.names[bb_[0][2]], a0, a1)
         return name
 
-    def drive(self, name: str, kind: str, points: Sequence[str], f: Callable[[jax.Array], jax.Array] | float) -> str:
+    def drive(self, name: str, kind: str, points: Sequence[str], f: Callable[[jax.Array], ArrayLike] | float) -> str:
         """A driving constraint with f(t): kind in {"distance", "angle", "relangle", "x", "y"} (see :class:`Driver`);
         ``f`` a function of time, or a number (a constant). A model file (:func:`diffchain.save`) holds drivers whose
         ``f`` is a :class:`diffchain.Polynomial` (or a constant); other Python functions cannot be saved."""
