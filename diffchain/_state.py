@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import equinox as eqx
 import jax.numpy as jnp
+import numpy.typing as npt
+from jax.typing import ArrayLike, DTypeLike
 from jaxtyping import Array, Float
 
 from ._model.checks import _require
@@ -21,7 +23,7 @@ class State(eqx.Module):
     v: Float[Array, "n 2"]
     t: Float[Array, ""]
 
-    def __init__(self, x, v=None, t=0.0):
+    def __init__(self, x: npt.ArrayLike, v: npt.ArrayLike | None = None, t: ArrayLike = 0.0) -> None:
         x = _array(x)
         self.x = x if jnp.issubdtype(x.dtype, jnp.inexact) else x.astype(jnp.result_type(float))
         self.v = _zeros(self.x.shape, self.x.dtype, x) if v is None else _array(v, self.x.dtype)
@@ -50,7 +52,8 @@ class Control(eqx.Module):
     F: Float[Array, "P 2"] | None
     a_w: Float[Array, "n 2"]
 
-    def __init__(self, tau=None, F=None, a_w=None, *, n=None, dtype=None):
+    def __init__(self, tau: npt.ArrayLike | None = None, F: npt.ArrayLike | None = None,
+                 a_w: npt.ArrayLike | None = None, *, n: int | None = None, dtype: DTypeLike | None = None) -> None:
         """Missing tau and a_w are zero, a missing F is None (no point forces). Leading axes (a time axis for
         ``rollout``, a batch axis) are taken from the given parts: ``Control(tau=jnp.zeros((T, n)))`` is a sequence of T
         controls. The number of joints n is tau's, else a_w's, else F's, else ``n``."""
@@ -79,6 +82,6 @@ class Control(eqx.Module):
         _require(self.a_w.shape == lead + (n, 2),
                  f"Control: a_w must have shape (..., n, 2) = {lead + (n, 2)}, got {self.a_w.shape}")
 
-    def forces(self):
+    def forces(self) -> Array:
         """F, or zeros of a_w's shape where it is None (a chain's n points)."""
         return jnp.zeros_like(self.a_w) if self.F is None else self.F

@@ -37,6 +37,8 @@ raising. ``check=False`` leaves the check out.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -45,6 +47,9 @@ import numpy as np
 from .._state import State
 from .._model.checks import compiled
 from .._model.model import Model, check_model
+
+if TYPE_CHECKING:
+    from .._events.state import EventState, StepReport
 
 UNROLL_MAX = 64  # chains of up to this many points are checked rod by rod (fast on XLA CPU), longer ones at once
 RATE_FACTOR = 100.0  # the rate level's tolerance is this many times the position level's (module docstring)
@@ -266,7 +271,8 @@ def _measures(model, trajectory, rtol=None, conditioning=False) -> _Measures:
 
 
 @compiled
-def diagnose(model, trajectory, *, rtol=None, singular_tol=None) -> Report:
+def diagnose(model: Model, trajectory: State | tuple[EventState, StepReport], *, rtol: float | None = None,
+             singular_tol: float | None = None) -> Report:
     """The :class:`Report` of a run: whether it is finite, stays on its constraints, passes close to a singular
     configuration, and (events) how often a quantum used up its budget.
 

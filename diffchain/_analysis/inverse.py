@@ -8,6 +8,8 @@
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Callable
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -19,13 +21,17 @@ from .._solvers.rank import rank_info
 from .._state import Control, State
 from .._model.checks import compiled
 
+if TYPE_CHECKING:
+    from .._model.model import Model
+
 UNDER, PROPER, REDUNDANT, UNDER_AND_REDUNDANT = 0, 1, 2, 3
 ACTUATION = {UNDER: "under-actuated", PROPER: "properly actuated", REDUNDANT: "redundantly actuated",
              UNDER_AND_REDUNDANT: "under-actuated and redundantly actuated"}
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-def loop_closure_terms(gamma, y, yd):
+def loop_closure_terms(gamma: Callable[[jax.Array], jax.Array], y: jax.Array,
+                       yd: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
     """q = gamma(y), q_d = G y_d, G = d gamma / dy (eq. 8.58, jacfwd), g = G_dot y_d (eq. 8.60, nested jvp)."""
     q = gamma(y)
     G = jax.jacfwd(gamma)(y)
@@ -33,7 +39,9 @@ def loop_closure_terms(gamma, y, yd):
     return q, qd, G, g
 
 
-def loop_closure_dynamics(M, Q, gamma, y, yd):
+def loop_closure_dynamics(M: Callable[[jax.Array], jax.Array], Q: Callable[[jax.Array, jax.Array], jax.Array],
+                          gamma: Callable[[jax.Array], jax.Array], y: jax.Array,
+                          yd: jax.Array) -> tuple[jax.Array, jax.Array]:
     """y_dd from G^T M G y_dd = G^T (Q - M g) (seed 001 eqs. 8.45–8.46 with G, g from eqs. 8.58–8.60); M(q), Q(q, q_d)
     are callables. Returns (y_dd, q_dd)."""
     q, qd, G, g = loop_closure_terms(gamma, y, yd)
@@ -56,7 +64,8 @@ class Actuation(eqx.Module):
 
 
 @compiled
-def actuator_forces(G, tau_id, Bu, free=None, tol=1e-9):
+def actuator_forces(G: jax.Array, tau_id: jax.Array, Bu: jax.Array, free: jax.Array | None = None,
+                    tol: float = 1e-9) -> Actuation:
     """Seed 001 eq. 8.63: G_u^T u = G^T tau_ID, with Bu (n, p) the actuator map tau = Bu u (Q [u; 0] in the seed:
     a selection matrix for joint actuators, a general matrix for motors of a mechanism). ``free`` masks the valid
     columns of a fixed-shape G. Cases (not exclusive): rank G_u < n - r under-actuated, p > rank G_u redundantly
@@ -82,7 +91,8 @@ def motor_map(mech, q):
 
 
 @compiled
-def mechanism_inverse_dynamics(mech, state: State, qdd, F=None, tol=1e-9):
+def mechanism_inverse_dynamics(mech: Model, state: State, qdd: jax.Array, F: jax.Array | None = None,
+                               tol: float = 1e-9) -> Actuation:
     """Motor torques u that produce the accelerations ``qdd`` (N, 2), consistent with the constraints (including any
     drivers), via eq. 8.63 with tau_ID = M q_dd - Q (q, q_d; no motors) and G the null-space basis of eq. 8.51."""
     M, Q, J, gamma, on = system_terms(mech, state, Control(jnp.zeros((mech.motor_idx.shape[0],), mech.dtype), F))

@@ -11,9 +11,12 @@
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy.typing as npt
 
 from .._solvers.dense import saddle_point_solve
 from .._xla import linalg
@@ -21,6 +24,9 @@ from .._constraints.system import constraint_terms
 from .._solvers.rank import rank_info
 from .._state import State
 from .._model.checks import compiled, runtime_checks
+
+if TYPE_CHECKING:
+    from .._model.model import Model
 
 ASSEMBLED, UNREACHABLE, INCONSISTENT_DRIVERS = 0, 1, 2
 KIN_STATUS = {ASSEMBLED: "assembled", UNREACHABLE: "no configuration satisfies the constraints near the guess "
@@ -37,7 +43,8 @@ class KinInfo(eqx.Module):
 
 
 @compiled
-def assemble(mech, guess: State, *, n_penalty: int = 8, n_newton: int = 12, tol: float = 1e-9, check: bool = False):
+def assemble(mech: Model, guess: State, *, n_penalty: int = 8, n_newton: int = 12, tol: float = 1e-9,
+             check: bool = False) -> tuple[State, KinInfo]:
     """A State on Phi(q, t) = 0 near ``guess`` (velocities kept; see :func:`velocities`) and a :class:`KinInfo`.
 
     Penalty start (seed 003): (I + mu J^T J) dq = -(q - q0) - mu J^T Phi, mu = 10^0 .. 10^(n_penalty-1) (scaled by the
@@ -76,7 +83,7 @@ def assemble(mech, guess: State, *, n_penalty: int = 8, n_newton: int = 12, tol:
 
 
 @compiled
-def velocities(mech, state: State, *, check: bool = False):
+def velocities(mech: Model, state: State, *, check: bool = False) -> tuple[State, KinInfo]:
     """Velocity analysis J q_d = -Phi_t (seed 003). With mobility 0 (enough drivers) the solution is unique; otherwise
     the velocities closest to ``state.v`` in the kinetic-energy metric. Returns (State, KinInfo)."""
     q, v0 = state.x.reshape(-1), state.v.reshape(-1)
@@ -88,7 +95,8 @@ def velocities(mech, state: State, *, check: bool = False):
 
 
 @compiled
-def accelerations(mech, state: State, a_guess=None, *, check: bool = False):
+def accelerations(mech: Model, state: State, a_guess: jax.Array | None = None, *,
+                  check: bool = False) -> tuple[jax.Array, KinInfo]:
     """Acceleration analysis J q_dd = gamma = -(J q_d)_q q_d - 2 Phi_qt q_d - Phi_tt (seed 003). Returns (a, KinInfo)."""
     q, qd = state.x.reshape(-1), state.v.reshape(-1)
     J, gamma = constraint_terms(mech.phi, q, qd, state.t)
@@ -109,7 +117,8 @@ def _project(mech, J, Mw, rhs, check):
 
 
 @compiled
-def kinematic_analysis(mech, state: State, ts, *, n_newton: int = 6):
+def kinematic_analysis(mech: Model, state: State, ts: npt.ArrayLike, *,
+                       n_newton: int = 6) -> tuple[State, jax.Array, KinInfo]:
     """Positions, velocities and accelerations of a driven mechanism on the time grid ``ts`` (seed 003): at each time
     Newton from the previous configuration, then velocity and acceleration analysis. Returns (states, a, KinInfo) with
     a leading time axis."""

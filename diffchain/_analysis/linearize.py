@@ -28,6 +28,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpy.typing as npt
+from jax.typing import ArrayLike
 
 from .._events.quantum import event_step
 from .._events.state import EventState, Events
@@ -97,7 +99,7 @@ def _check_state(state, who):
                          "batch)")
 
 
-def minimal_coordinates(model, state: State, ref=None):
+def minimal_coordinates(model: Model, state: State, ref: npt.ArrayLike | None = None) -> jax.Array:
     """The minimal coordinates (q, q_dot) of ``state``, one flat vector (``coords="minimal"`` of :func:`~diffchain.linearize`): a
     chain's base (none for a pinned point 1, its position along the rail for a slider, (x, y) for a free point) and
     joint angles theta_1..theta_{n-1}, then their rates; a mechanism's motor angles, then their rates.
@@ -110,7 +112,7 @@ def minimal_coordinates(model, state: State, ref=None):
     return _minimal(model, state, None if ref is None else jnp.asarray(ref), layout, who)
 
 
-def from_minimal_coordinates(model, z, state: State, *, n_newton: int = 3) -> State:
+def from_minimal_coordinates(model: Model, z: npt.ArrayLike, state: State, *, n_newton: int = 3) -> State:
     """The :class:`State` with the minimal coordinates ``z`` (:func:`minimal_coordinates`), at ``state``'s time. What
     ``z`` does not hold comes from ``state``: a chain's pinned point 1 (its position and velocity); a mechanism's
     configuration branch, by ``n_newton`` Newton steps from ``state`` on Phi(q, t) = 0, motor angles(q) = z's angles
@@ -270,8 +272,9 @@ def _event_map(model, events, es, control, dt, layout, inputs, solver, integrato
     return f, x0, u0
 
 
-def linearize(model, state: State, control: Control | None, dt, *, coords: str = "points", inputs: str = "tau",
-              solver: Solver | None = None, integrator: Integrator = Projected(), check: bool = False):
+def linearize(model: Model, state: State, control: Control | None, dt: ArrayLike, *, coords: str = "points",
+              inputs: str = "tau", solver: Solver | None = None, integrator: Integrator = Projected(),
+              check: bool = False) -> tuple[jax.Array, jax.Array]:
     """(A, B) = (dx+/dx, dx+/du) of one :func:`~diffchain.step` from ``state`` under ``control`` (None: no input),
     in the coordinates ``coords``: "points" (x = the state's x and v flattened, 4N numbers) or "minimal" (the
     independent coordinates and their rates of :func:`minimal_coordinates`). u: the control's torques ``tau``, or
@@ -293,8 +296,9 @@ def _linearize(model, state, control, dt, layout, inputs, solver, integrator, ch
     return jax.jacfwd(f, argnums=(0, 1))(x0, u0)
 
 
-def event_linearize(model, events: Events, es: EventState, control: Control | None, dt, *, coords: str = "points",
-                    inputs: str = "tau", solver: Solver | None = None, integrator: Integrator = VelocityVerlet()):
+def event_linearize(model: Model, events: Events, es: EventState, control: Control | None, dt: ArrayLike, *,
+                    coords: str = "points", inputs: str = "tau", solver: Solver | None = None,
+                    integrator: Integrator = VelocityVerlet()) -> tuple[jax.Array, jax.Array]:
     """(A, B) = (dx+/dx, dx+/du) of one :func:`~diffchain.event_step` from ``es`` (x: its state's positions and
     velocities, or their minimal coordinates; u as for :func:`linearize`; its event masks, pins and angle branches are
     held).
@@ -314,9 +318,9 @@ def _event_linearize(model, events, es, control, dt, layout, inputs, solver, int
     return jax.jacfwd(f, argnums=(0, 1))(x0, u0)
 
 
-def step_hessians(model, state: State, control: Control | None, dt, lam, *, coords: str = "points",
-                  inputs: str = "tau", solver: Solver | None = None, integrator: Integrator = Projected(),
-                  check: bool = False):
+def step_hessians(model: Model, state: State, control: Control | None, dt: ArrayLike, lam: npt.ArrayLike, *,
+                  coords: str = "points", inputs: str = "tau", solver: Solver | None = None,
+                  integrator: Integrator = Projected(), check: bool = False) -> tuple[jax.Array, jax.Array, jax.Array]:
     """The second-order terms of one :func:`~diffchain.step` for DDP: the Hessians of lam . x+(x, u) with respect
     to x and u, ``(f_xx, f_ux, f_uu)`` of shapes (nx, nx), (nu, nx), (nu, nu), i.e. sum_i lam_i d^2 x+_i / d. d., in
     the coordinates and inputs of :func:`linearize` (``lam``: e.g. the value function's gradient at x+, shape
@@ -340,7 +344,7 @@ def _step_hessians(model, state, control, dt, lam, layout, inputs, solver, integ
 
 
 # -- small oscillations -----------------------------------------------------------------------------------------------
-def natural_frequencies(model, state: State):
+def natural_frequencies(model: Model, state: State) -> tuple[jax.Array, jax.Array]:
     """(omega, modes): the natural angular frequencies (rad/s, ascending) and mode shapes of the small oscillations
     of ``model`` about the configuration of ``state`` (its velocities are ignored), in the minimal coordinates q of
     :func:`minimal_coordinates` (a chain's joint angles; a fully actuated mechanism's motor angles): the generalized

@@ -43,7 +43,7 @@ def _check_arguments(chain, state, control, solver, mode, who):
 
 @compiled
 def dalpha_dtau(chain: Model, state: State, control: Control | None = None, *, solver: Solver = Recursive(),
-                mode: str = "fwd"):
+                mode: str = "fwd") -> jax.Array:
     """d alpha^z_i / d tau_j (n, n): joint angular accelerations (seed eq. 13) w.r.t. joint torques (seed §8.1)."""
     control = _check_arguments(chain, state, control, solver, mode, "dalpha_dtau")
     jac = {"fwd": jax.jacfwd, "rev": jax.jacrev}[mode]
@@ -52,7 +52,7 @@ def dalpha_dtau(chain: Model, state: State, control: Control | None = None, *, s
 
 @compiled
 def da_dF(chain: Model, state: State, control: Control | None = None, *, solver: Solver = Recursive(),
-          mode: str = "rev"):
+          mode: str = "rev") -> jax.Array:
     """d a_i / d F^e_j as an (n, 2, n, 2) array: point accelerations w.r.t. external point forces (seed §8)."""
     control = _check_arguments(chain, state, control, solver, mode, "da_dF")
     jac = {"fwd": jax.jacfwd, "rev": jax.jacrev}[mode]

@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import os
 
+from typing import Sequence
+
 import numpy as np
+import numpy.typing as npt
 
 from .._model.checks import describe
 
 
-def save_angles_csv(path, t, angles, names=None, *, comment: str | None = None) -> None:
+def save_angles_csv(path: str | os.PathLike[str], t: npt.ArrayLike, angles: npt.ArrayLike,
+                    names: Sequence[str] | None = None, *, comment: str | None = None) -> None:
     """Write sampled angles to the CSV file ``path`` that :func:`~diffchain.load_angles_csv` reads: a header row
     (``t`` and ``names``, default ``theta_1 .. theta_k``), then one row per sample, the time ``t`` (T,) and the angles
     ``angles`` (T, k) (or (T,) for one angle), at full float64 precision (17 significant digits, so the round trip is
@@ -38,7 +42,7 @@ def save_angles_csv(path, t, angles, names=None, *, comment: str | None = None) 
             f.write(",".join(f"{v:.17g}" for v in row) + "\n")
 
 
-def load_angles_csv(path):
+def load_angles_csv(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray]:
     """Read the measured angles of the CSV file ``path``: ``(t, angles)``, numpy float64 arrays of shapes (T,) and
     (T, k).
 

@@ -15,6 +15,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from .._xla.linalg import row_norms
 
@@ -89,7 +90,7 @@ class Polynomial:
             raise ValueError(f"Polynomial: coefficients must be one or more finite numbers, got {self.coefficients!r}")
         object.__setattr__(self, "coefficients", c)
 
-    def __call__(self, t):
+    def __call__(self, t: ArrayLike) -> ArrayLike:
         c = self.coefficients
         y = c[-1] + 0.0 * t   # (a constant: the shape and dtype of t)
         for ck in c[-2::-1]:

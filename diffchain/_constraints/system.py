@@ -17,8 +17,11 @@ eps'' = -eps/T^2 - 2 eps'/T, seed 000 §12.2 eq. (33), which is Baumgarte's stab
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from .._state import Control, State
 from .._model.forces import external_forces
@@ -26,7 +29,8 @@ from .chain import _inv
 from .held import _active_mask, active_terms, joint_rows
 
 
-def constraint_terms(phi, q, qd, t, stab=None):
+def constraint_terms(phi: Callable[[jax.Array, jax.Array], jax.Array], q: jax.Array, qd: jax.Array, t: ArrayLike,
+                     stab: ArrayLike | None = None) -> tuple[jax.Array, jax.Array]:
     """J = dPhi/dq (jacfwd) and gamma = -(J q_d)_q q_d - 2 Phi_qt q_d - Phi_tt (seed 003; seed 004 P2), by nested jvp.
 
     With ``stab`` = T_stab, Baumgarte's k_stab = -2 alpha Phi_dot - beta^2 Phi, alpha = beta = 1/T_stab (seed 001 eqs.

@@ -45,6 +45,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jax.ad_checkpoint import checkpoint_name
+from jax.typing import ArrayLike
 
 from .._simulate.integrators import Integrator, SeedQuantum, VelocityVerlet
 from .._simulate.projection import Projected
@@ -165,8 +166,8 @@ def _quiet_trial(chain: Model, events: Events, es: EventState, a, control: Contr
 
 
 @compiled
-def event_step(model, events: Events, es: EventState, control: Control, dt, *,
-               solver: Solver | None = None, integrator: Integrator = VelocityVerlet()):
+def event_step(model: Model, events: Events, es: EventState, control: Control, dt: ArrayLike, *,
+               solver: Solver | None = None, integrator: Integrator = VelocityVerlet()) -> tuple[EventState, StepReport]:
     """One quantum of length ``dt`` with contacts, angle limits, anomalies and adaptive halving (seed §7, §12).
 
     Returns the new :class:`EventState` and a :class:`StepReport`. Within a quantum the positions follow the seed's

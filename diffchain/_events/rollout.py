@@ -2,17 +2,19 @@
 """
 from __future__ import annotations
 
+from typing import Callable
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from .._simulate.integrators import Integrator, VelocityVerlet
 from .._solvers.base import Solver
 from .._solvers.choice import check_solver
-from .._model.model import check_model
-from .state import EventState, Events, check_event_state
-from .._state import Control
+from .._model.model import Model, check_model
+from .state import EventState, Events, StepReport, check_event_state
+from .._state import Control, State
 from .._model.checks import compiled, runtime_checks
 from .._analysis.diagnosis import check_run
 from .._solvers.implicit import KKT_SOLUTION
@@ -21,9 +23,11 @@ from .quantum import SLOTS, _event_quantum, check_event_integrator
 
 
 @compiled
-def event_rollout(model, events: Events, es: EventState, controls, dt, *, n_steps: int | None = None,
-                  solver: Solver | None = None, integrator: Integrator = VelocityVerlet(), checkpoint: int | None = 1,
-                  check: bool = True, progress: ProgressMeter | None = None):
+def event_rollout(model: Model, events: Events, es: EventState,
+                  controls: Control | Callable[[State], Control] | None, dt: ArrayLike, *,
+                  n_steps: int | None = None, solver: Solver | None = None, integrator: Integrator = VelocityVerlet(),
+                  checkpoint: int | None = 1, check: bool = True,
+                  progress: ProgressMeter | None = None) -> tuple[EventState, tuple[EventState, StepReport]]:
     """:func:`event_step` in a ``lax.scan``; returns (final EventState, (EventStates, StepReports) after each quantum).
 
     ``integrator``: :class:`diffchain.VelocityVerlet` (the default) or :class:`diffchain.SeedQuantum` (the seed as

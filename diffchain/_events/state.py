@@ -7,6 +7,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpy.typing as npt
+from jax.typing import ArrayLike, DTypeLike
 
 from .detection import _slack, limit_arc
 from .._model.geometry import wrapped_joint_angles
@@ -50,8 +52,11 @@ class Events(eqx.Module):
     max_depth: int = eqx.field(static=True)
     slots: int = eqx.field(static=True)
 
-    def __init__(self, n, *, ground=None, lines=None, contact=None, theta_min=None, theta_max=None,
-                 threshold=1.0, max_depth=3, slots=8, chatter_count=3, chatter_window=20, dtype=float):
+    def __init__(self, n: int | Model, *, ground: ArrayLike | None = None,
+                 lines: tuple[npt.ArrayLike, npt.ArrayLike] | None = None, contact: npt.ArrayLike | None = None,
+                 theta_min: npt.ArrayLike | None = None, theta_max: npt.ArrayLike | None = None,
+                 threshold: ArrayLike = 1.0, max_depth: int = 3, slots: int = 8, chatter_count: ArrayLike = 3,
+                 chatter_window: ArrayLike = 20, dtype: DTypeLike = float) -> None:
         """``ground=y`` is the horizontal line {y = ground} with normal +y; ``lines=(z0, z)`` any set of lines.
 
         ``n``: a chain's number of points, or the model (a chain or a mechanism). For a mechanism
@@ -200,8 +205,10 @@ class EventState(eqx.Module):
     control: Control
     fresh: jax.Array
 
-    def __init__(self, state: State, stuck=None, pin=None, normal=None, held=None, side=None, chatter=None,
-                 theta=None, *, model=None):
+    def __init__(self, state: State, stuck: npt.ArrayLike | None = None, pin: npt.ArrayLike | None = None,
+                 normal: npt.ArrayLike | None = None, held: npt.ArrayLike | None = None,
+                 side: npt.ArrayLike | None = None, chatter: npt.ArrayLike | None = None,
+                 theta: npt.ArrayLike | None = None, *, model: Model | None = None) -> None:
         """``model``: the model whose state this is (its masks have one entry per feature,
         :attr:`diffchain.Model.n_features`); a chain's state needs none (its features are its points and joints)."""
         dt, lead = state.x.dtype, state.x.shape[:-2]
@@ -222,15 +229,15 @@ class EventState(eqx.Module):
         self.fresh = zeros((), bool)
 
     @property
-    def x(self):
+    def x(self) -> jax.Array:
         return self.state.x
 
     @property
-    def v(self):
+    def v(self) -> jax.Array:
         return self.state.v
 
     @property
-    def t(self):
+    def t(self) -> jax.Array:
         return self.state.t
 
 

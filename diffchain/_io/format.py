@@ -43,7 +43,7 @@ class FileFormatError(InputError):
     ``model.bodies.mass[2]: expected a finite number, got "abc"``), also in :attr:`path`. An
     :class:`diffchain.InputError` (and so a ``ValueError``)."""
 
-    def __init__(self, path: str, message: str):
+    def __init__(self, path: str, message: str) -> None:
         super().__init__(f"{path}: {message}" if path else message)
         self.path = path
 
@@ -299,7 +299,7 @@ def _layout(doc, indent=0):
     return flat
 
 
-def save(model, path, *, events=None) -> None:
+def save(model: Model, path: str | os.PathLike[str], *, events: Events | None = None) -> None:
     """Write ``model`` (a :class:`diffchain.Model`: a :func:`diffchain.Chain` or a mechanism of
     :class:`diffchain.MechanismBuilder`) to the JSON file ``path``; ``events``: its :class:`diffchain.Events` too
     (read back by :func:`diffchain.load_events`).
@@ -551,7 +551,7 @@ def _read(path):
         return loads(f.read())
 
 
-def load(path) -> Model:
+def load(path: str | os.PathLike[str]) -> Model:
     """The :class:`diffchain.Model` saved in the JSON file ``path`` (:func:`diffchain.save`): the same model, equal
     arrays and dtypes, the same static fields, the same rollout bit for bit. A file that is not a model file, one of a
     newer ``format_version``, or an entry of the wrong type or shape raises :class:`diffchain.FileFormatError`, whose
@@ -560,7 +560,7 @@ def load(path) -> Model:
     return _read(path)[0]
 
 
-def load_events(path) -> Events:
+def load_events(path: str | os.PathLike[str]) -> Events:
     """The :class:`diffchain.Events` saved with a model in the file ``path`` (``diffchain.save(model, path,
     events=events)``); :class:`diffchain.FileFormatError` if it holds none."""
     events = _read(path)[1]

@@ -21,6 +21,8 @@ two axes never happen, so their inertia (set equal) has no effect.
 """
 from __future__ import annotations
 
+import os
+from typing import Sequence
 from xml.sax.saxutils import quoteattr
 
 import numpy as np
@@ -33,8 +35,9 @@ STIFFEST = (0.9999, 0.9999, 0.001, 0.5, 2.0)   # solimp with MuJoCo's largest im
 FLOOR = 1e-15             # relative floor of a body's mass and inertia (module docstring); MuJoCo's absolute: 1e-15
 
 
-def to_mjcf(model: Model, state=None, *, path=None, timestep: float = 1e-3, integrator: str = "Euler",
-            solimp=None, name: str = "diffchain") -> str:
+def to_mjcf(model: Model, state: State | None = None, *, path: str | os.PathLike[str] | None = None,
+            timestep: float = 1e-3, integrator: str = "Euler", solimp: Sequence[float] | None = None,
+            name: str = "diffchain") -> str:
     """The MJCF XML (a string) of ``model``, a chain or a mechanism, for MuJoCo; written to ``path`` too if given.
 
     ``state`` (a :class:`~diffchain.State`): where the model is. A mechanism needs it (its geometry, its loops'

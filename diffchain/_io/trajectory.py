@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import zipfile
 from typing import NamedTuple
 
 import jax
 import numpy as np
+from jax.typing import ArrayLike
 
 from .._events.state import EventState, Events, StepReport
 from .._model.checks import describe
@@ -57,7 +59,9 @@ def _encode(tree, path, arrays, types):
     return out
 
 
-def save_trajectory(path, model, states, controls=None, events_log=None, *, events=None, dt=None) -> None:
+def save_trajectory(path: str | os.PathLike[str], model: Model, states: State | EventState,
+                    controls: Control | None = None, events_log: StepReport | None = None, *,
+                    events: Events | None = None, dt: ArrayLike | None = None) -> None:
     """Write a trajectory and its model to the ``.npz`` file ``path``: ``states`` (a :class:`diffchain.State` or
     :class:`diffchain.EventState` with leading time, and batch, axes: what :func:`diffchain.rollout` or
     :func:`diffchain.event_rollout` return), optional ``controls`` (a stacked :class:`diffchain.Control`), the event
@@ -106,7 +110,7 @@ def _decode(value, path, z, types):
     return obj
 
 
-def load_trajectory(path) -> Trajectory:
+def load_trajectory(path: str | os.PathLike[str]) -> Trajectory:
     """The :class:`diffchain.Trajectory` saved in the ``.npz`` file ``path`` (:func:`diffchain.save_trajectory`): the
     model, states, controls, event log, events and dt, exactly as saved. A file that is not one raises
     :class:`diffchain.FileFormatError` naming the entry."""

@@ -3,11 +3,14 @@ drivers, springs, motors and angle stops (seed 003 natural coordinates)."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Callable, Sequence
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpy.typing as npt
+from jax.typing import ArrayLike, DTypeLike
 
 from .._kinds.torsion import TorsionalSprings
 from .._state import State
@@ -50,7 +53,7 @@ class MechanismBuilder:
     are reported as joint reactions (a shared point is a revolute joint without a reported reaction).
     """
 
-    def __init__(self, g=G):
+    def __init__(self, g: float = G) -> None:
         self.g = _finite_float(g, "MechanismBuilder: g")
         self.names, self.pos, self.kind = [], [], []      # kind: ("coord", k) | ("ground",) | ("attach", p0, p1, al, be)
         self.mass = []                                    # point masses
@@ -80,16 +83,17 @@ class MechanismBuilder:
             raise ValueError(f"MechanismBuilder: unknown point {name!r} (known: {self.names})")
         return self.names.index(name)
 
-    def ground(self, name, xy):
+    def ground(self, name: str, xy: npt.ArrayLike) -> str:
         """A fixed point of the frame."""
         return self._new(name, xy, ("ground",))
 
-    def point(self, name, xy, mass=0.0):
+    def point(self, name: str, xy: npt.ArrayLike, mass: float = 0.0) -> str:
         """A moving point (two coordinates), optionally with a lumped mass."""
         self._nc += 1
         return self._new(name, xy, ("coord", self._nc - 1), mass)
 
-    def body(self, name, p0, p1, mass=0.0, com=None, inertia=0.0, length=None, rigid=True):
+    def body(self, name: str, p0: str, p1: str, mass: float = 0.0, com: Sequence[float] | None = None,
+             inertia: float = 0.0, length: float | None = None, rigid: bool = True) -> str:
         """A rigid body with base points p0, p1: distance constraint |p1 - p0| = L (``length``, default as drawn: the
         drawn positions are then only the assembly guess) and the constant mass
         block of a body of ``mass``, centre of mass ``com`` = (a, b) in body coordinates (default: midpoint) and moment
@@ -111,11 +115,11 @@ class MechanismBuilder:
             self.joint_names.append((name, "dist", len(self.dist) - 1))
         return name
 
-    def rod(self, name, p0, p1, length=None):
+    def rod(self, name: str, p0: str, p1: str, length: float | None = None) -> str:
         """A massless rigid rod (a distance constraint; its multiplier is the rod tension, a two-force member)."""
         return self.body(name, p0, p1, mass=0.0, length=length)
 
-    def attach(self, name, body, local):
+    def attach(self, name: str, body: str, local: Sequence[float]) -> str:
         """A point fixed in ``body`` at local (a, b): a along base point 0 -> 1, b to the left. No new coordinates."""
         b = [bb for bb in self.bodies if bb[0] == body]
         if not b:
@@ -128,18 +132,18 @@ class MechanismBuilder:
         return self._new(name, xy, ("attach", i, j, al, be))
 
     # ---- joints -----------------------------------------------------------------------------------------------
-    def revolute(self, name, p, q):
+    def revolute(self, name: str, p: str, q: str) -> str:
         """Revolute joint: points p and q coincide (2 rows; lambda = force on p)."""
         self.coin.append((self._idx(p), self._idx(q)))
         self.joint_names.append((name, "coin", len(self.coin) - 1))
         return name
 
-    def pin(self, name, p, xy=None):
+    def pin(self, name: str, p: str, xy: npt.ArrayLike | None = None) -> str:
         """Ground pin: point p held at the fixed point xy (default: where p is drawn)."""
         g = self.ground(name + "@ground", self.pos[self._idx(p)] if xy is None else xy)
         return self.revolute(name, p, g)
 
-    def slider(self, name, p, a, b):
+    def slider(self, name: str, p: str, a: str, b: str) -> str:
         """Point p slides on the line through points a, b (1 row; lambda = normal force)."""
         i, ia, ib = self._idx(p), self._idx(a), self._idx(b)
         L = float(np.linalg.norm(self.pos[ib] - self.pos[ia]))
@@ -149,7 +153,7 @@ class MechanismBuilder:
         self.joint_names.append((name, "line", len(self.line) - 1))
         return name
 
-    def prismatic(self, name, body_a, body_b):
+    def prismatic(self, name: str, body_a: str, body_b: str) -> str:
         """Prismatic joint: both base points of body_b on the line of body_a's base points (2 rows)."""
         ba = [bb for bb in self.bodies if bb[0] == body_a]
         bb_ = [bb for bb in self.bodies if bb[0] == body_b]
@@ -160,7 +164,7 @@ class MechanismBuilder:
         self.slider(name + ".1", self.names[bb_[0][2]], a0, a1)
         return name
 
-    def drive(self, name, kind, points, f):
+    def drive(self, name: str, kind: str, points: Sequence[str], f: Callable[[jax.Array], ArrayLike] | float) -> str:
         """A driving constraint with f(t): kind in {"distance", "angle", "relangle", "x", "y"} (see :class:`Driver`);
         ``f`` a function of time, or a number (a constant). A model file (:func:`diffchain.save`) holds drivers whose
         ``f`` is a :class:`diffchain.Polynomial` (or a constant); other Python functions cannot be saved."""
@@ -182,7 +186,7 @@ class MechanismBuilder:
         self.joint_names.append((name, "drv", len(self.drivers) - 1))
         return name
 
-    def spring(self, name, p, q, k=0.0, L0=None, c=0.0):
+    def spring(self, name: str, p: str, q: str, k: float = 0.0, L0: float | None = None, c: float = 0.0) -> str:
         """Linear spring (stiffness k, free length L0, default as drawn) and damper c between points p and q."""
         i, j = self._idx(p), self._idx(q)
         who = f"MechanismBuilder: spring {name!r}"
@@ -205,14 +209,14 @@ class MechanismBuilder:
             raise ValueError(f"MechanismBuilder: {name!r}: unknown body {bname!r}")
         return b[0][1], b[0][2]
 
-    def motor(self, name, body_a, body_b):
+    def motor(self, name: str, body_a: str, body_b: str) -> str:
         """A torque tau acting on body_b and reacting on body_a (body_a may be "ground"); positive counter-clockwise.
         Each motor takes one entry of the ``tau`` vector, in the order of creation."""
         self.motors.append(self._ends(name, body_a) + self._ends(name, body_b))
         self.motor_names.append(name)
         return name
 
-    def damper(self, name, body_a, body_b, c):
+    def damper(self, name: str, body_a: str, body_b: str, c: float) -> str:
         """A rotational viscous damper: the torque -c (omega_b - omega_a) on body_b, reacting on body_a (body_a may be
         "ground"), omega the bodies' angular velocities (joint friction; a chain's ``k_omega``)."""
         c = _finite_float(c, f"MechanismBuilder: damper {name!r} c")
@@ -221,7 +225,8 @@ class MechanismBuilder:
         self.dampers.append(self._ends(name, body_a) + self._ends(name, body_b) + (c,))
         return name
 
-    def torsional_spring(self, name, body_a, body_b, k, theta0=None, c=0.0):
+    def torsional_spring(self, name: str, body_a: str, body_b: str, k: float, theta0: float | None = None,
+                         c: float = 0.0) -> str:
         """A torsional spring: the torque -k wrap(theta - theta0) - c omega on body_b, reacting on body_a (body_a may be
         "ground"), theta the relative angle of body_b against body_a (as a motor's, in (-pi, pi]), omega its rate;
         ``k`` in N m/rad, ``theta0`` the rest angle (default: as drawn), ``c`` a rotational damping
@@ -237,7 +242,8 @@ class MechanismBuilder:
         self.torsion.append(idx + (k, _finite_float(theta0, who + " theta0"), c))
         return name
 
-    def flexible_link(self, name, p0, p1, n_segments, E, I, rho_A, damping=0.0):
+    def flexible_link(self, name: str, p0: str, p1: str, n_segments: int, E: float, I: float, rho_A: float,
+                      damping: float = 0.0) -> list[str]:
         """A flexible link from point ``p0`` to point ``p1`` (both existing, as drawn: a straight uniform beam), as
         rigid finite elements (seed 004 §1.7): ``n_segments``
         torsional springs k = E I / h (h = |p1 - p0| / n_segments, ``E`` in Pa, ``I`` in m^4), with rotational
@@ -270,7 +276,7 @@ class MechanismBuilder:
             self.torsional_spring(f"{name}.k{s}", bars[s - 1], bars[s], k, theta0=0.0, c=c)
         return bars
 
-    def drag(self, p, k):
+    def drag(self, p: str, k: float) -> str:
         """Quadratic air drag on point p: the force -k v |v| (a chain's ``k_v``)."""
         i, k = self._idx(p), _finite_float(k, f"MechanismBuilder: drag on {p!r} k")
         if k < 0:
@@ -278,7 +284,7 @@ class MechanismBuilder:
         self.k_v[i] = k
         return p
 
-    def limit(self, name, body_a, body_b, lo=None, hi=None):
+    def limit(self, name: str, body_a: str, body_b: str, lo: float | None = None, hi: float | None = None) -> str:
         """An angle stop: the relative angle of body_b against body_a (as a motor's, in (-pi, pi]; body_a may be
         "ground") stays in [lo, hi] (None: no stop on that side). The event rollout
         (:func:`diffchain.event_rollout`) stops it there inelastically and holds it while the stop pushes (seed 000
@@ -309,7 +315,7 @@ class MechanismBuilder:
                 c[k] = A0 @ c[i] + A1 @ c[j]
         return W.reshape(2 * P, 2 * N), c.reshape(-1)
 
-    def build(self, dtype=jnp.float64):
+    def build(self, dtype: DTypeLike = jnp.float64) -> tuple[Model, State]:
         """(the mechanism, a :class:`Model`; its State at the drawn positions, at rest). Raises ValueError for
         inconsistent input."""
         if self._nc == 0:
@@ -367,7 +373,7 @@ class MechanismBuilder:
         rank = int(np.linalg.matrix_rank(J, tol=1e-9 * max(1.0, np.abs(J).max())))
         return dataclasses.replace(mech, nominal_rank=rank), state
 
-    def coordinates(self):
+    def coordinates(self) -> list[str]:
         """Names of the coordinate points, in the order of q."""
         return [n for n, k in zip(self.names, self.kind) if k[0] == "coord"]
 

@@ -9,9 +9,13 @@ constraints on and off with them, never by changing shapes. (Differentiate with 
 """
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpy.typing as npt
+from jax.typing import ArrayLike
 
 from .checks import _require, _show, runtime_checks
 from .host import array as _array, float_dtype, xp as _xp
@@ -20,8 +24,12 @@ from .model import Model
 G = 9.81  # seed 000 §4.1
 
 
-def Chain(m, l, *, guided=None, slider=None, s=None, c=None, k_omega=None, k_v=None, g=G, link_mass=None, link_com=None,
-          link_inertia=None, torsion_k=None, torsion_theta0=None, check: bool = True) -> Model:
+def Chain(m: npt.ArrayLike, l: npt.ArrayLike, *, guided: npt.ArrayLike | None = None,
+          slider: npt.ArrayLike | None = None, s: npt.ArrayLike | None = None, c: npt.ArrayLike | None = None,
+          k_omega: npt.ArrayLike | None = None, k_v: npt.ArrayLike | None = None, g: ArrayLike = G,
+          link_mass: npt.ArrayLike | None = None, link_com: npt.ArrayLike | None = None,
+          link_inertia: npt.ArrayLike | None = None, torsion_k: npt.ArrayLike | None = None,
+          torsion_theta0: npt.ArrayLike | None = None, check: bool = True) -> Model:
     """A planar chain of points ("joints") 1..n joined by rigid rods ("links") 1..n-1 (seed 000 §1–2): a
     :class:`Model` whose :attr:`~Model.serial` is True.
 
@@ -223,7 +231,7 @@ def _per_point(value, n, name):
     return xp.broadcast_to(arr, (n,))
 
 
-def pendulum(n_links: int, mass=1.0, length=1.0, **kwargs) -> Model:
+def pendulum(n_links: int, mass: npt.ArrayLike = 1.0, length: npt.ArrayLike = 1.0, **kwargs: Any) -> Model:
     """An ``n_links``-link pendulum: n = n_links + 1 points, point 1 pinned (guided with a^w = 0), the rest free.
 
     ``mass`` (scalar or (n_links,)) sits at points 2..n; the pinned point gets the same mass as point 2 (it never moves,
@@ -235,14 +243,15 @@ def pendulum(n_links: int, mass=1.0, length=1.0, **kwargs) -> Model:
                  guided=[True] + [False] * n_links, **kwargs)
 
 
-def free_chain(n_links: int, mass=1.0, length=1.0, **kwargs) -> Model:
+def free_chain(n_links: int, mass: npt.ArrayLike = 1.0, length: npt.ArrayLike = 1.0, **kwargs: Any) -> Model:
     """A free-floating chain of ``n_links`` rods and n_links + 1 point masses (``mass`` scalar or (n_links+1,))."""
     _require(int(n_links) >= 1, f"free_chain: n_links must be >= 1, got {n_links}")
     return Chain(_per_point(mass, n_links + 1, "free_chain: mass"), _per_point(length, n_links, "free_chain: length"),
                  **kwargs)
 
 
-def cart_chain(n_links: int, mass=1.0, length=1.0, *, normal=(0.0, 1.0), offset=0.0, **kwargs) -> Model:
+def cart_chain(n_links: int, mass: npt.ArrayLike = 1.0, length: npt.ArrayLike = 1.0, *,
+               normal: npt.ArrayLike = (0.0, 1.0), offset: ArrayLike = 0.0, **kwargs: Any) -> Model:
     """A chain whose first point slides on the line {x : normal·x = offset} (a cart on a rail, seed §6.3, §14).
 
     ``mass`` is a scalar or (n_links+1,) (the first entry is the cart). The default line is the x axis.

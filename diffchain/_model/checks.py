@@ -5,6 +5,7 @@ import contextlib
 import functools
 import logging
 import re
+from typing import Callable, ParamSpec, TypeVar
 
 import equinox as eqx
 import jax
@@ -215,7 +216,11 @@ class _QuietCallbackFailure:
         return not (record.name == "jax._src.callback" and record.getMessage() == "jax.pure_callback failed")
 
 
-def compiled(fn):
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def compiled(fn: Callable[_P, _R]) -> Callable[_P, _R]:
     """``fn``, a public entry point, compiled as one program per signature (:func:`equinox.filter_jit`: arrays are
     traced, everything else is static), as diffrax's ``diffeqsolve`` is. Called eagerly, ``fn`` would run op by op:
     every call re-traces its loops and compiles them again (a 200-step rollout: 3.3 s the first time, 1 s every

@@ -7,11 +7,18 @@ joints with omega_0^o = omega_n^o = 0, so that sum_i tau_i omega_i^z is the powe
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpy.typing as npt
+from jax.typing import ArrayLike
 
 from .._state import State
+
+if TYPE_CHECKING:
+    from .model import Model
 
 
 def perp(v):
@@ -90,7 +97,7 @@ def wrap_angle(a):
     return a - 2.0 * jnp.pi * jnp.round(a / (2.0 * jnp.pi))
 
 
-def link_angles(x):
+def link_angles(x: jax.Array) -> jax.Array:
     """Absolute link angles phi_k (n-1,), counter-clockwise from +x."""
     d = x[1:] - x[:-1]
     return jnp.arctan2(d[:, 1], d[:, 0])
@@ -101,7 +108,7 @@ def link_angular_velocities(x, v):
     return jnp.sum(link_L(x) * (v[1:] - v[:-1]), axis=-1)
 
 
-def joint_angles(state: State):
+def joint_angles(state: State) -> jax.Array:
     """Joint angles theta_i = phi_i - phi_{i-1}, i = 1..n-1, wrapped to (-pi, pi]; theta_1 = phi_1."""
     phi = link_angles(state.x)
     theta = jnp.concatenate([phi[:1], phi[1:] - phi[:-1]])
@@ -124,12 +131,12 @@ def wrapped_joint_angles(x, theta_ref=None):
     return theta if theta_ref is None else theta_ref + wrap_angle(theta - theta_ref)
 
 
-def joint_velocities(state: State):
+def joint_velocities(state: State) -> jax.Array:
     """omega_i^z = omega_i^o - omega_{i-1}^o for all n joints (seed §4.3); the first n-1 are d theta / dt."""
     return _pad_diff(link_angular_velocities(state.x, state.v))
 
 
-def joint_accelerations(state: State, a):
+def joint_accelerations(state: State, a: jax.Array) -> jax.Array:
     """alpha_i^z = L_i^T a_{i+1} - (L_i + L_{i-1})^T a_i + L_{i-1}^T a_{i-1} (seed §8.1 eq. 13), all n joints.
 
     Equal to d omega^z / dt along a motion that keeps the rod lengths (the L-dot terms vanish there).
@@ -137,7 +144,9 @@ def joint_accelerations(state: State, a):
     return _pad_diff(link_angular_velocities(state.x, a))
 
 
-def from_joint_angles(chain, theta, theta_dot=None, base=(0.0, 0.0), base_velocity=(0.0, 0.0), t=0.0) -> State:
+def from_joint_angles(chain: Model, theta: npt.ArrayLike, theta_dot: npt.ArrayLike | None = None,
+                      base: npt.ArrayLike = (0.0, 0.0), base_velocity: npt.ArrayLike = (0.0, 0.0),
+                      t: ArrayLike = 0.0) -> State:
     """The Cartesian :class:`State` of a chain given its joint angles theta (n-1,) and rates (n-1,), and point 1.
 
     Point 1 is at ``base`` moving with ``base_velocity``; phi = cumsum(theta) are the link angles.

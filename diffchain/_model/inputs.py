@@ -5,11 +5,17 @@ and whether a chain's state is on its rods and sliders (:func:`constraint_violat
 check of :func:`diffchain.rollout` and :func:`diffchain.check_event_state`)."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+import jax
 import jax.numpy as jnp
 
 from .._state import Control, State
 from .checks import _require, compiled, describe, runtime_checks
 from .geometry import links
+
+if TYPE_CHECKING:
+    from .model import Model
 
 
 def check_general_inputs(mech, state, control, who, steps=False):
@@ -66,7 +72,7 @@ def check_sizes(chain, state: State | None = None, control=None, who: str = "dif
 
 
 @compiled
-def constraint_violation(chain, state: State):
+def constraint_violation(chain: Model, state: State) -> tuple[jax.Array, jax.Array]:
     """Largest rod-length error |‖x_{i+1}-x_i‖ - l_i| and rod-stretch-rate |r_i^T (v_{i+1}-v_i)|, and the slider errors.
     A rod between two guided points is switched off (their prescribed motion wins, seed §6.1) and not counted."""
     _, rho, r = links(state.x)
@@ -80,7 +86,7 @@ def constraint_violation(chain, state: State):
     return jnp.maximum(length, line), jnp.maximum(rate, line_rate)
 
 
-def check_state(chain, state: State, tol: float = 1e-6) -> State:
+def check_state(chain: Model, state: State, tol: float = 1e-6) -> State:
     """Raise if ``state`` is off the constraint manifold or not finite; returns the state so it can be threaded on.
 
     Allowed: a rod-length or slider-line error of tol * max(l) + 8 eps max|x| and a stretch rate (or speed off a

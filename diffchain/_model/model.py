@@ -25,6 +25,7 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike, DTypeLike
 
 from .._constraints.kinds import PointKinds, Rod
 from .._state import Control, State
@@ -141,20 +142,20 @@ class Model(eqx.Module):
         return self.m.shape[0]
 
     @property
-    def n_rows(self):
+    def n_rows(self) -> int:
         return self.on.shape[0]
 
     @property
-    def dtype(self):
+    def dtype(self) -> jnp.dtype:
         return self.m.dtype
 
     @property
-    def l(self):
+    def l(self) -> jax.Array:
         """The distance rows' lengths: a chain's rod lengths (n-1,)."""
         return self.dist.L
 
     @property
-    def k_omega(self):
+    def k_omega(self) -> jax.Array:
         """A chain's joint viscous damping (n,): torque -k_omega_i omega_i^z at joint i (seed 000 §4.3); zeros for a
         chain built without dampers (:attr:`damper_idx` empty, nothing of them computed)."""
         return self.damper_c if self.damper_idx.shape[-2] else jnp.zeros_like(self.m)
@@ -165,58 +166,58 @@ class Model(eqx.Module):
         return self.bodies is not None
 
     @property
-    def link_mass(self):
+    def link_mass(self) -> jax.Array | None:
         return None if self.bodies is None else self.bodies.mass
 
     @property
-    def link_com(self):
+    def link_com(self) -> jax.Array | None:
         return None if self.bodies is None else self.bodies.com
 
     @property
-    def link_inertia(self):
+    def link_inertia(self) -> jax.Array | None:
         return None if self.bodies is None else self.bodies.inertia
 
     @property
-    def guided(self):
+    def guided(self) -> jax.Array:
         """Points with a prescribed acceleration (G,) (:attr:`point_kinds`)."""
         return self.point_kinds.guided
 
     @property
-    def slider(self):
+    def slider(self) -> jax.Array:
         """Points on a fixed line (G,) (:attr:`point_kinds`)."""
         return self.point_kinds.slider
 
     @property
-    def s(self):
+    def s(self) -> jax.Array:
         """The sliders' unit normals (G, 2) (:attr:`point_kinds`, scaled to unit length: :attr:`PointKinds.lines`)."""
         return self.point_kinds.lines[0]
 
     @property
-    def c(self):
+    def c(self) -> jax.Array:
         """The sliders' line offsets (G,): point i stays on {x : s_i·x = c_i} (:attr:`point_kinds`, with the unit
         normals of :attr:`s`)."""
         return self.point_kinds.lines[1]
 
     @property
-    def slider_mask(self):
+    def slider_mask(self) -> jax.Array:
         """Points that move on a fixed line and are not guided."""
         return self.point_kinds.slider_mask
 
     @property
-    def rod_on(self):
+    def rod_on(self) -> jax.Array:
         """A chain's rods that are constraints (n-1,): a rod between two guided points is switched off, their
         prescribed accelerations win (seed §6.1)."""
         return ~(self.guided[:-1] & self.guided[1:])
 
     # -- points, mass and forces -----------------------------------------------------------------------------------
-    def points(self, q):
+    def points(self, q: jax.Array) -> jax.Array:
         """All points (P, 2) for the flat coordinates q (2N,)."""
         return q.reshape(-1, 2) if self.W is None else (self.W @ q + self.offset).reshape(-1, 2)
 
-    def point(self, name, q):
+    def point(self, name: str, q: jax.Array) -> jax.Array:
         return self.points(q)[self.point_names.index(name)]
 
-    def point_velocities(self, qd):
+    def point_velocities(self, qd: jax.Array) -> jax.Array:
         """The points' velocities (P, 2) (or accelerations) for the coordinates' qd (2N,): W qd."""
         return qd.reshape(-1, 2) if self.W is None else (self.W @ qd).reshape(-1, 2)
 
@@ -238,32 +239,33 @@ class Model(eqx.Module):
         return Mp.transpose(0, 2, 1, 3).reshape(2 * P, 2 * P)
 
     @property
-    def M(self):
+    def M(self) -> jax.Array:
         """The constant mass matrix (2N, 2N) in q: W^T M_pts W."""
         Mp = self._point_mass_matrix()
         return Mp if self.W is None else self.W.T @ Mp @ self.W
 
     @property
-    def f_g(self):
+    def f_g(self) -> jax.Array:
         """The generalized gravity forces (2N,): W^T M_pts (0, -g, 0, -g, ...)."""
         down = jnp.zeros((self.m.shape[0], 2), self.dtype).at[:, 1].set(-self.g).reshape(-1)
         return self._to_coordinates(self._point_mass_matrix() @ down)
 
     @property
-    def rows_on(self):
+    def rows_on(self) -> jax.Array:
         """The mask of Phi's rows: the builder's ``on``; a chain's rods, on unless both ends are guided."""
         return self.rod_on if self.on is None else self.on
 
-    def phi(self, q, t):
+    def phi(self, q: jax.Array, t: ArrayLike) -> jax.Array:
         """Phi(q, t): the rows of ``dist``, ``coin``, ``line`` and the drivers (rows switched off are 0)."""
         return self.phi_points(self.points(q), t)
 
-    def phi_points(self, P, t):
+    def phi_points(self, P: jax.Array, t: ArrayLike) -> jax.Array:
         """Phi as a function of all the points P (P, 2) (:meth:`phi`)."""
         rows = [self.dist(P, t), self.coin(P, t), self.line(P, t)] + [d(P, t) for d in self.drivers]
         return jnp.concatenate([r.astype(P.dtype) for r in rows]) * self.rows_on
 
-    def applied_forces(self, q, qd, t, tau=None, F=None):
+    def applied_forces(self, q: jax.Array, qd: jax.Array, t: ArrayLike, tau: ArrayLike | None = None,
+                       F: ArrayLike | None = None) -> jax.Array:
         """Q(q, q_d, t): gravity + springs/dampers + motor torques tau (n_motors,) + rotational dampers + drag + point
         forces F (P, 2) + the force kinds' generalized forces (:attr:`forces`)."""
         n_m, P = self.motor_idx.shape[0], self.n_points
@@ -300,15 +302,15 @@ class Model(eqx.Module):
             Q = Q + f.force(self, q, qd)
         return Q
 
-    def motor_angles(self, q):
+    def motor_angles(self, q: jax.Array) -> jax.Array:
         """Relative angle of each motor: angle(k->l) - angle(i->j) (atan2 of the cross/dot pair, in (-pi, pi])."""
         return relative_angles(self.points(q), self.motor_idx)
 
-    def limit_angles(self, q):
+    def limit_angles(self, q: jax.Array) -> jax.Array:
         """Relative angle of each angle stop (L,), as :meth:`motor_angles`, in (-pi, pi]."""
         return relative_angles(self.points(q), self.limit_idx)
 
-    def energy(self, state):
+    def energy(self, state: State) -> jax.Array:
         """Kinetic + gravitational + spring potential energy (conserved without dampers, drag, motors, drivers and
         guided motion) at ``state``, or along a trajectory (leading axes): (1/2) q_d^T M q_d - q·f_g plus
         (1/2) k (|p_j - p_i| - L0)^2 for every spring, plus the force kinds' potentials (:attr:`forces`). Gravity's
@@ -326,21 +328,21 @@ class Model(eqx.Module):
         return E
 
     # -- what the entry points ask ---------------------------------------------------------------------------------
-    def check_inputs(self, state, control, who: str, steps: bool = False):
+    def check_inputs(self, state: State | None, control: object, who: str, steps: bool = False) -> None:
         """TypeError / ValueError at trace time unless ``state`` (may be None) and ``control`` (a Control, with a
         leading time axis if ``steps``; anything else is a policy or None and skipped) fit the model."""
         (check_path_inputs if self.serial else check_general_inputs)(self, state, control, who, steps)
 
-    def zero_control(self, dtype):
+    def zero_control(self, dtype: DTypeLike) -> Control:
         """The control of no input (one step), every field an array (the event rollout caches it): zero torques (one
         per motor), point forces (one per point) and prescribed accelerations."""
         return Control(tau=jnp.zeros((self.motor_idx.shape[0],), dtype), F=jnp.zeros((self.n_points, 2), dtype))
 
-    def length_scale(self):
+    def length_scale(self) -> jax.Array:
         """A length of the model (its longest distance row; 1 without), for tolerances."""
         return jnp.max(self.dist.L, initial=1.0)
 
-    def weight(self):
+    def weight(self) -> jax.Array:
         """A force scale of the model (its weight), for round-off thresholds of forces."""
         if self.serial:
             return jnp.sum(self.m) * jnp.maximum(self.g, 1.0)  # (g >= 1: the mass scale without gravity)
@@ -353,20 +355,20 @@ class Model(eqx.Module):
         """F = max(P, L, 1): the points and the angle stops (a chain's joints), padded to a common length."""
         return max(self.n_points, self.limit_idx.shape[0], 1)
 
-    def contact_points(self, x):
+    def contact_points(self, x: jax.Array) -> jax.Array:
         """The contact features' positions (F, 2) at the coordinate points x (N, 2)."""
         return pad(self.points(x.reshape(-1)), self.n_features)
 
-    def contact_rates(self, v):
+    def contact_rates(self, v: jax.Array) -> jax.Array:
         """The contact features' velocities (F, 2) (or their accelerations, for accelerations: the map is linear)."""
         return pad(self.point_velocities(v.reshape(-1)), self.n_features)
 
-    def free_contacts(self, contact, stuck):
+    def free_contacts(self, contact: jax.Array, stuck: jax.Array) -> jax.Array:
         """The contact features that may touch an obstacle now: marked in ``contact`` (F,), not guided, not
         ``stuck``."""
         return contact & ~pad(self.guided, self.n_features) & ~stuck
 
-    def feature_angles(self, x, ref=None):
+    def feature_angles(self, x: jax.Array, ref: jax.Array | None = None) -> jax.Array:
         """The limit features' angles (F,) in (-pi, pi], or on the branch within pi of ``ref`` (an angle's continuous
         value, carried from quantum to quantum)."""
         if self.serial:
@@ -374,7 +376,8 @@ class Model(eqx.Module):
         theta = pad(self.limit_angles(x.reshape(-1)), self.n_features)
         return theta if ref is None else ref + wrap_angle(theta - ref)
 
-    def angle_rates(self, x, v, a=None):
+    def angle_rates(self, x: jax.Array, v: jax.Array,
+                    a: jax.Array | None = None) -> jax.Array | tuple[jax.Array, jax.Array]:
         """The limit features' angular velocities omega (F,) and, with ``a``, their angular accelerations alpha (F,):
         d theta / dt and d^2 theta / dt^2 along x(s) = x + s v + s^2 a / 2 at s = 0."""
         if self.serial:
@@ -405,7 +408,7 @@ def pad(y, F):
 
 
 @compiled
-def energy(model, state):
+def energy(model: Model, state: State) -> jax.Array:
     """The total energy of ``model`` at ``state`` (a chain's or a mechanism's; a trajectory gives one per step):
     kinetic plus gravitational and spring potential energy, conserved without damping, drag, torques, drivers and
     guided motion."""

@@ -16,14 +16,19 @@ at the predicted velocity, and a chain's constraint forces depend on the velocit
 """
 from __future__ import annotations
 
-from typing import Callable, ClassVar
+from typing import TYPE_CHECKING, Callable, ClassVar
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from .._state import Control, State
 from .._solvers.forward import accelerations
+
+if TYPE_CHECKING:
+    from .._model.model import Model
+    from .._solvers.base import Solver
 
 
 class Integrator(eqx.Module):
@@ -42,13 +47,13 @@ class Integrator(eqx.Module):
             raise ValueError(f"{type(self).__name__}: stab_factor must be None (no drift correction) or a finite "
                              f"number > 0 (delta_eps = stab_factor * dt), got {f!r}")
 
-    def stab(self, dt):
+    def stab(self, dt: ArrayLike) -> ArrayLike | None:
         return None if self.stab_factor is None else self.stab_factor * dt
 
-    def __call__(self, accel: Callable[[State], jax.Array], state: State, dt) -> State:
+    def __call__(self, accel: Callable[[State], jax.Array], state: State, dt: ArrayLike) -> State:
         raise NotImplementedError
 
-    def step(self, model, state: State, control: Control, dt, solver) -> State:
+    def step(self, model: Model, state: State, control: Control, dt: ArrayLike, solver: Solver) -> State:
         """One step of ``model``: this integrator on the accelerations of ``solver`` with its drift correction."""
         stab = self.stab(dt)
         return self(lambda s: accelerations(model, s, control, solver, stab), state, dt)
@@ -64,7 +69,7 @@ class SeedQuantum(Integrator):
 
     backward: ClassVar[bool] = True
 
-    def __call__(self, accel, state, dt):
+    def __call__(self, accel: Callable[[State], jax.Array], state: State, dt: ArrayLike) -> State:
         a = accel(state)
         return type(state)(state.x + dt * state.v + 0.5 * dt**2 * a, state.v + dt * a, state.t + dt)
 
@@ -81,7 +86,7 @@ class VelocityVerlet(Integrator):
 
     backward: ClassVar[bool] = True
 
-    def __call__(self, accel, state, dt):
+    def __call__(self, accel: Callable[[State], jax.Array], state: State, dt: ArrayLike) -> State:
         a = accel(state)
         x1 = state.x + dt * state.v + 0.5 * dt**2 * a
         a1 = accel(type(state)(x1, state.v + dt * a, state.t + dt))
@@ -93,7 +98,7 @@ class SemiImplicitEuler(Integrator):
 
     backward: ClassVar[bool] = True
 
-    def __call__(self, accel, state, dt):
+    def __call__(self, accel: Callable[[State], jax.Array], state: State, dt: ArrayLike) -> State:
         v = state.v + dt * accel(state)
         return type(state)(state.x + dt * v, v, state.t + dt)
 
@@ -108,7 +113,7 @@ class RK4(Integrator):
     stab_factor: float | None = 50.0
     backward: ClassVar[bool] = True
 
-    def __call__(self, accel, state, dt):
+    def __call__(self, accel: Callable[[State], jax.Array], state: State, dt: ArrayLike) -> State:
         def f(x, v, t):
             return v, accel(type(state)(x, v, t))
 

@@ -27,10 +27,10 @@ class ProgressMeter(eqx.Module):
     def open(self, who: str, total: int) -> Any:
         raise NotImplementedError
 
-    def show(self, handle, done: int, total: int) -> None:
+    def show(self, handle: Any, done: int, total: int) -> None:
         raise NotImplementedError
 
-    def close(self, handle) -> None:
+    def close(self, handle: Any) -> None:
         pass
 
 
@@ -41,10 +41,10 @@ class TextProgressMeter(ProgressMeter):
     updates: int = 10
     file: Any = None
 
-    def open(self, who, total):
+    def open(self, who: str, total: int) -> Any:
         return who
 
-    def show(self, handle, done, total):
+    def show(self, handle: Any, done: int, total: int) -> None:
         print(f"{handle}: {100 * done / max(total, 1):.0f}% ({done}/{total} steps)", file=self.file or sys.stderr,
               flush=True)
 
@@ -59,13 +59,13 @@ class TqdmProgressMeter(ProgressMeter):
     def __check_init__(self):
         _tqdm()
 
-    def open(self, who, total):
+    def open(self, who: str, total: int) -> Any:
         return _tqdm().tqdm(total=total, desc=who, unit="step", file=self.file)
 
-    def show(self, handle, done, total):
+    def show(self, handle: Any, done: int, total: int) -> None:
         handle.update(done - handle.n)
 
-    def close(self, handle):
+    def close(self, handle: Any) -> None:
         handle.close()
 
 

@@ -29,16 +29,17 @@ Integrators (they need the chain, so only their ``step(chain, state, control, dt
 """
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Callable, ClassVar
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from .._model.forces import external_forces
 from .._model.geometry import links_c
 from .integrators import RK4, Integrator
-from .._state import State
+from .._state import Control, State
 from .._model.checks import compiled
 from .._solvers.recursive import chain_operator, kkt_solve, link_solve
 from .._constraints.system import constraint_jacobian
@@ -123,7 +124,7 @@ def project_positions(chain: Model, x, iterations: int = 2, solver: Solver = Rec
 
 
 @compiled
-def project(model, state: State, iterations: int = 2, solver: Solver | None = None) -> State:
+def project(model: Model, state: State, iterations: int = 2, solver: Solver | None = None) -> State:
     """``state`` with its positions moved onto the constraints (:func:`project_positions`; a mechanism's loop closure
     Phi(q, t) = 0) and then its velocities projected onto the tangent space there (:func:`project_velocities`; a
     mechanism's Phi_q q_dot + Phi_t = 0), both in the mass metric; ``solver`` defaults to the model's."""
@@ -154,7 +155,7 @@ class ChainIntegrator(Integrator):
 
     stab_factor: float | None = None
 
-    def __call__(self, accel, state, dt):
+    def __call__(self, accel: Callable[[State], jax.Array], state: State, dt: ArrayLike) -> State:
         raise TypeError(f"{type(self).__name__} projects onto the model's constraints and needs the model (a chain's, for RATTLE): it steps "
                         "through its step(model, state, control, dt, solver) (diffchain.step, diffchain.rollout), not "
                         "through an acceleration function (the point-major batched form cannot take it: pass "
@@ -172,7 +173,8 @@ class RATTLE(ChainIntegrator):
     chains_only: ClassVar[bool] = True  # (it solves a chain's rods and sliders)
     backward: ClassVar[bool] = True  # (symmetric: a step with -dt undoes one with dt, forces of the positions alone)
 
-    def step(self, chain, state, control, dt, solver=Recursive()):
+    def step(self, chain: Model, state: State, control: Control, dt: ArrayLike,
+             solver: Solver = Recursive()) -> State:
         x, v, h = state.x, state.v, dt
         g, a_w = chain.guided, control.a_w
         F = external_forces(chain, state, control)
@@ -205,7 +207,7 @@ class Projected(ChainIntegrator):
     base: Integrator
     iterations: int = eqx.field(static=True)
 
-    def __init__(self, base: Integrator = RK4(stab_factor=None), iterations: int = 1):
+    def __init__(self, base: Integrator = RK4(stab_factor=None), iterations: int = 1) -> None:
         if not isinstance(base, Integrator) or isinstance(base, ChainIntegrator):
             raise TypeError(f"Projected: base must be a plain Integrator (SeedQuantum(), SemiImplicitEuler(), RK4()), "
                             f"got {base!r}")
@@ -217,5 +219,6 @@ class Projected(ChainIntegrator):
         """Whether it takes dt < 0: as its base does (the projection does not depend on the direction of time)."""
         return self.base.backward
 
-    def step(self, model, state, control, dt, solver=Recursive()):
+    def step(self, model: Model, state: State, control: Control, dt: ArrayLike,
+             solver: Solver = Recursive()) -> State:
         return project(model, self.base.step(model, state, control, dt, solver), self.iterations, solver)

@@ -6,11 +6,13 @@ from __future__ import annotations
 import abc
 import functools
 import operator
+from typing import Callable
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from .integrators import Integrator
 from .._state import Control, State
@@ -35,12 +37,14 @@ class Backend(eqx.Module):
     :class:`diffchain.PointMajor`."""
 
     @abc.abstractmethod
-    def rollout(self, run, chain: Model, state: State, controls, *, dt, n_steps, solver, integrator):
+    def rollout(self, run: Callable[[Model, State, Control], tuple[State, State]], chain: Model, state: State,
+                controls: Control, *, dt: ArrayLike, n_steps: int, solver: Solver,
+                integrator: Integrator) -> tuple[State, State]:
         """The rollout ``run(chain, state, controls)`` (the one-chain program), in this backend's form."""
 
 
 @compiled
-def step(model, state: State, control: Control, dt, *, solver: Solver | None = None,
+def step(model: Model, state: State, control: Control, dt: ArrayLike, *, solver: Solver | None = None,
          integrator: Integrator = Projected(), check: bool = True) -> State:
     """One time quantum of length ``dt``: the functional ``step(model, state, control) -> state`` of a :func:`Chain`
     or a mechanism (its control: the motor torques, ``Control(tau=(n_motors,))``); ``solver`` as for
@@ -178,9 +182,10 @@ def _check_dtypes(chain, state, controls, who):
 
 
 @compiled
-def rollout(model, state: State, controls, dt, *, n_steps: int | None = None, solver: Solver | None = None,
-            integrator: Integrator = Projected(), checkpoint: int | None = None, check: bool = True,
-            backend: Backend | None = None, progress: ProgressMeter | None = None):
+def rollout(model: Model, state: State, controls: Control | Callable[[State], Control] | None, dt: ArrayLike, *,
+            n_steps: int | None = None, solver: Solver | None = None, integrator: Integrator = Projected(),
+            checkpoint: int | None = None, check: bool = True, backend: Backend | None = None,
+            progress: ProgressMeter | None = None) -> tuple[State, State]:
     """Simulate a :class:`Model` (a chain or a mechanism) from ``state``; returns (final state, trajectory of the
     states after each step, stacked on axis 0).
 

@@ -22,6 +22,7 @@ from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from .._constraints.chain import point_projector_c, rod_terms_c
 from .._model.model import Model
@@ -94,16 +95,18 @@ class Banded(Solver):
 
     chains_only: ClassVar[bool] = True
 
-    def __call__(self, chain, state, control, stab=None):
+    def __call__(self, chain: Model, state: State, control: Control, stab: ArrayLike | None = None) -> Solution:
         if chain.has_links:
             raise ValueError("Banded: the sparse method needs a diagonal mass matrix (point masses), got a chain with "
                              "rigid links: use Recursive() or a dense solver such as KKT()")
         return Solution(*banded_dynamics(chain, state, control, stab))
 
-    def held(self, chain, state, control, active, alpha_w, theta_bar=None, stab=None):
+    def held(self, chain: Model, state: State, control: Control, active: jax.Array, alpha_w: ArrayLike,
+             theta_bar: jax.Array | None = None, stab: ArrayLike | None = None) -> Solution:
         raise NotImplementedError("Banded: held joints (seed 000 Part II) couple three points per row, beyond the "
                                   "tridiagonal form: use Recursive() or a dense solver such as KKT()")
 
-    def system(self, M, Q, J, gamma, on, nominal_rank=-1):
+    def system(self, M: jax.Array, Q: jax.Array, J: jax.Array, gamma: jax.Array, on: jax.Array,
+               nominal_rank: int = -1) -> Solution:
         raise TypeError("Banded: the sparse method solves serial chains only; a mechanism (or any system given by its "
                         "matrices) needs a dense solver: KKT(), RangeSpace(), NullSpace() or Larin()")

@@ -25,6 +25,7 @@ from typing import ClassVar
 
 import equinox as eqx
 import jax
+from jax.typing import ArrayLike
 
 from .._state import Control, State
 from .._model.model import Model
@@ -53,14 +54,15 @@ class Solver(eqx.Module):
     chains_only: ClassVar[bool] = False
 
     @abc.abstractmethod
-    def __call__(self, model: Model, state: State, control: Control, stab=None) -> Solution:
+    def __call__(self, model: Model, state: State, control: Control, stab: ArrayLike | None = None) -> Solution:
         """A model's a (N, 2) and the multipliers of its rows of Phi (a chain's rod tensions phi (n-1,))."""
 
     @abc.abstractmethod
-    def held(self, chain: Model, state: State, control: Control, active, alpha_w, theta_bar=None,
-             stab=None) -> Solution:
+    def held(self, chain: Model, state: State, control: Control, active: jax.Array, alpha_w: ArrayLike,
+             theta_bar: jax.Array | None = None, stab: ArrayLike | None = None) -> Solution:
         """a (n, 2), phi (n-1,) and tau_w (n,) of a chain whose ``active`` joints are held (seed 000 Part II)."""
 
     @abc.abstractmethod
-    def system(self, M, Q, J, gamma, on, nominal_rank=-1) -> Solution:
+    def system(self, M: jax.Array, Q: jax.Array, J: jax.Array, gamma: jax.Array, on: jax.Array,
+               nominal_rank: int = -1) -> Solution:
         """q_dd, lambda and :class:`Info` of ``M q_dd = Q + J^T lambda``, ``J q_dd = gamma`` on the rows ``on``."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from .._constraints.system import system_terms
 from .._state import Control, State
@@ -46,21 +47,24 @@ class DenseSolver(Solver):
     def __check_init__(self):
         linalg.check_factorization(self.factorization, type(self).__name__)
 
-    def system(self, M, Q, J, gamma, on, nominal_rank=-1):
+    def system(self, M: jax.Array, Q: jax.Array, J: jax.Array, gamma: jax.Array, on: jax.Array,
+               nominal_rank: int = -1) -> Solution:
         indep, r, _, red, minpiv = rank_info(J, on, tol=self.tol)
         qdd, lam = self.solve(M, Q, J, gamma, on, indep)
         lam = min_norm_multipliers(J, indep, lam, self.factorization)
         return Solution(qdd, lam, info=_info(J, gamma, on, qdd, indep, r, red, minpiv, nominal_rank))
 
-    def solve(self, M, Q, J, gamma, on, sel):
+    def solve(self, M: jax.Array, Q: jax.Array, J: jax.Array, gamma: jax.Array, on: jax.Array,
+              sel: jax.Array) -> tuple[jax.Array, jax.Array]:
         """(q_dd, lambda) on the independent rows ``sel``."""
         raise NotImplementedError
 
-    def __call__(self, model: Model, state: State, control: Control, stab=None):
+    def __call__(self, model: Model, state: State, control: Control, stab: ArrayLike | None = None) -> Solution:
         terms = system_terms(model, state, control, stab)
         return _model_solution(model, self.system(*terms, model.nominal_rank))
 
-    def held(self, chain: Model, state: State, control: Control, active, alpha_w, theta_bar=None, stab=None):
+    def held(self, chain: Model, state: State, control: Control, active: jax.Array, alpha_w: ArrayLike,
+             theta_bar: jax.Array | None = None, stab: ArrayLike | None = None) -> Solution:
         terms = system_terms(chain, state, control, stab, active=active, alpha_w=alpha_w, theta_bar=theta_bar)
         return _model_solution(chain, self.system(*terms), held=True)
 
@@ -199,16 +203,18 @@ class KKT(DenseSolver):
     independent rows only. The multiplier of a held joint's row is the joint's torque (seed §4.2).
     ``tol``, ``factorization`` (``"auto"``, ``"lapack"``, ``"xla"``): :class:`DenseSolver`."""
 
-    def solve(self, M, Q, J, gamma, on, sel):
+    def solve(self, M: jax.Array, Q: jax.Array, J: jax.Array, gamma: jax.Array, on: jax.Array,
+              sel: jax.Array) -> tuple[jax.Array, jax.Array]:
         return saddle_point_solve(M, Q, J, gamma, sel, self.factorization)
 
-    def __call__(self, model: Model, state: State, control: Control, stab=None):
+    def __call__(self, model: Model, state: State, control: Control, stab: ArrayLike | None = None) -> Solution:
         if not model.serial:
             return super().__call__(model, state, control, stab)
         terms = system_terms(model, state, control, stab)
         return _model_solution(model, Solution(*direct_kkt(*terms, self.factorization)))
 
-    def held(self, chain: Model, state: State, control: Control, active, alpha_w, theta_bar=None, stab=None):
+    def held(self, chain: Model, state: State, control: Control, active: jax.Array, alpha_w: ArrayLike,
+             theta_bar: jax.Array | None = None, stab: ArrayLike | None = None) -> Solution:
         terms = system_terms(chain, state, control, stab, active=active, alpha_w=alpha_w, theta_bar=theta_bar)
         return _model_solution(chain, Solution(*direct_kkt(*terms, self.factorization)), held=True)
 
@@ -217,7 +223,8 @@ class RangeSpace(DenseSolver):
     """Seed 001 §8.8 method 2 (lambda first, Cholesky of M).
     ``tol``, ``factorization`` (``"auto"``, ``"lapack"``, ``"xla"``): :class:`DenseSolver`."""
 
-    def solve(self, M, Q, J, gamma, on, sel):
+    def solve(self, M: jax.Array, Q: jax.Array, J: jax.Array, gamma: jax.Array, on: jax.Array,
+              sel: jax.Array) -> tuple[jax.Array, jax.Array]:
         return range_space_solve(M, Q, J, gamma, sel, self.factorization)
 
 
@@ -227,7 +234,8 @@ class NullSpace(DenseSolver):
     ``tol``, ``factorization`` (``"auto"``, ``"lapack"``, ``"xla"``): :class:`DenseSolver`."""
     independent: tuple | None = eqx.field(static=True, default=None)
 
-    def solve(self, M, Q, J, gamma, on, sel):
+    def solve(self, M: jax.Array, Q: jax.Array, J: jax.Array, gamma: jax.Array, on: jax.Array,
+              sel: jax.Array) -> tuple[jax.Array, jax.Array]:
         free = None
         if self.independent is not None:
             free = jnp.zeros((J.shape[1],), bool).at[jnp.asarray(self.independent)].set(True)
@@ -242,7 +250,8 @@ class Larin(DenseSolver):
     V2^T M V2_dot q_dot is contained in g_p, since gamma holds -J_dot q_dot.)
     ``tol``, ``factorization`` (``"auto"``, ``"lapack"``, ``"xla"``): :class:`DenseSolver`."""
 
-    def solve(self, M, Q, J, gamma, on, sel):
+    def solve(self, M: jax.Array, Q: jax.Array, J: jax.Array, gamma: jax.Array, on: jax.Array,
+              sel: jax.Array) -> tuple[jax.Array, jax.Array]:
         B, r = larin_basis(J, on, self.tol)
         n = J.shape[1]
         used = jnp.arange(n) < r

@@ -1,13 +1,18 @@
 """:func:`forward_dynamics`: the accelerations of any model by any solver that applies to it."""
 from __future__ import annotations
 
+from typing import Literal, overload
+
 import equinox as eqx
+import jax
 import jax.numpy as jnp
+import numpy.typing as npt
+from jax.typing import ArrayLike
 
 from .._state import Control, State
 from .._model.checks import compiled, control_checks, describe, finite_state_check, runtime_checks
-from .._model.model import check_model
-from .base import Solver
+from .._model.model import Model, check_model
+from .base import Solution, Solver
 from .choice import check_solver
 from .rank import INCONSISTENT, NONFINITE, SINGULAR, STATUS
 
@@ -20,10 +25,26 @@ def accelerations(model, state: State, control: Control, solver: Solver, stab=No
     return solver(model, state, control, stab).a
 
 
+@overload
+def forward_dynamics(model: Model, state: State, control: Control | None = None, *, solver: Solver | None = None,
+                     stab: ArrayLike | None = None, held: npt.ArrayLike | None = None, alpha_w: npt.ArrayLike = 0.0,
+                     theta_bar: npt.ArrayLike | None = None, return_forces: Literal[False] = False,
+                     check: bool | None = None) -> jax.Array: ...
+@overload
+def forward_dynamics(model: Model, state: State, control: Control | None = None, *, solver: Solver | None = None,
+                     stab: ArrayLike | None = None, held: npt.ArrayLike | None = None, alpha_w: npt.ArrayLike = 0.0,
+                     theta_bar: npt.ArrayLike | None = None, return_forces: Literal[True],
+                     check: bool | None = None) -> Solution: ...
+@overload
+def forward_dynamics(model: Model, state: State, control: Control | None = None, *, solver: Solver | None = None,
+                     stab: ArrayLike | None = None, held: npt.ArrayLike | None = None, alpha_w: npt.ArrayLike = 0.0,
+                     theta_bar: npt.ArrayLike | None = None, return_forces: bool = False,
+                     check: bool | None = None) -> jax.Array | Solution: ...
 @compiled
-def forward_dynamics(model, state: State, control: Control | None = None, *, solver: Solver | None = None,
-                     stab=None, held=None, alpha_w=0.0, theta_bar=None, return_forces: bool = False,
-                     check: bool | None = None):
+def forward_dynamics(model: Model, state: State, control: Control | None = None, *, solver: Solver | None = None,
+                     stab: ArrayLike | None = None, held: npt.ArrayLike | None = None, alpha_w: npt.ArrayLike = 0.0,
+                     theta_bar: npt.ArrayLike | None = None, return_forces: bool = False,
+                     check: bool | None = None) -> jax.Array | Solution:
     """Accelerations a (N, 2) of the coordinate points of ``model`` in ``state`` under ``control``, by ``solver``
     (default: the model's, the recursion for a chain and dense KKT for a mechanism).
 

@@ -4,14 +4,20 @@ Lagrangian written by hand (:func:`lagrange_terms`).
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Callable
+
 import jax
 import jax.numpy as jnp
 
 from .._state import State
 from .._model.checks import compiled
 
+if TYPE_CHECKING:
+    from .._model.model import Model
 
-def lagrange_terms(kinetic, potential, q, qd, Q_extra=None):
+
+def lagrange_terms(kinetic: Callable[[jax.Array, jax.Array], jax.Array], potential: Callable[[jax.Array], jax.Array],
+                   q: jax.Array, qd: jax.Array, Q_extra: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
     """M(q) = d^2T/dqd^2 and P1 = dT/dq - (d^2T/dqd dq) qd - dV/dq + Q (seed 004 "LEMT"), all by AD."""
     M = jax.hessian(kinetic, argnums=1)(q, qd)
     dTdq = jax.grad(kinetic, argnums=0)(q, qd)
@@ -21,7 +27,7 @@ def lagrange_terms(kinetic, potential, q, qd, Q_extra=None):
 
 
 @compiled
-def reactions(mech, state: State, lam):
+def reactions(mech: Model, state: State, lam: jax.Array) -> dict[str, jax.Array]:
     """Joint reactions in physical units: {joint name: forces (P, 2) the joint applies on every point}, from
     F_points = (dPhi_rows/dP)^T lambda_rows (seed 004: the multipliers are the reactions). For a revolute joint or a
     pin (p, q) the force on p is lambda itself (N); for a rod/body distance row it is the tension along the rod."""

@@ -8,7 +8,9 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
+import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from .._model.forces import _torque_forces_c
 from .._model.geometry import links_c
@@ -105,12 +107,14 @@ class Recursive(Solver):
 
     chains_only: ClassVar[bool] = True
 
-    def __call__(self, chain, state, control, stab=None):
+    def __call__(self, chain: Model, state: State, control: Control, stab: ArrayLike | None = None) -> Solution:
         return Solution(*recursive_dynamics(chain, state, control, stab))
 
-    def held(self, chain, state, control, active, alpha_w, theta_bar=None, stab=None):
+    def held(self, chain: Model, state: State, control: Control, active: jax.Array, alpha_w: ArrayLike,
+             theta_bar: jax.Array | None = None, stab: ArrayLike | None = None) -> Solution:
         return Solution(*active_dynamics_recursive(chain, state, control, active, alpha_w, theta_bar, stab))
 
-    def system(self, M, Q, J, gamma, on, nominal_rank=-1):
+    def system(self, M: jax.Array, Q: jax.Array, J: jax.Array, gamma: jax.Array, on: jax.Array,
+               nominal_rank: int = -1) -> Solution:
         raise TypeError("Recursive: the seed-000 recursion solves serial chains only; a mechanism (or any system given "
                         "by its matrices) needs a dense solver: KKT(), RangeSpace(), NullSpace() or Larin()")

@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING, Callable
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from .batching import _explicit, batch_form
 from .._simulate.rollout import Backend
@@ -17,6 +19,10 @@ from .._simulate.projection import ChainIntegrator
 from .._solvers.recursive_solver import Recursive
 from .point_major import LEAN_MAX, _block, lean_kind, lean_rollout
 from .point_major_adjoint import ADJOINT_ALPHA, lean_rollout_vjp
+
+if TYPE_CHECKING:
+    from .._simulate.integrators import Integrator
+    from .._solvers.base import Solver
 
 
 class PointMajor(Backend):
@@ -33,7 +39,8 @@ class PointMajor(Backend):
     trace time; otherwise :meth:`Backend.rollout` raises, and :meth:`supports` says why.
     """
 
-    def supports(self, chain: Model, controls, dt, n_steps, solver, integrator) -> str | None:
+    def supports(self, chain: Model, controls: Control, dt: ArrayLike, n_steps: int, solver: Solver,
+                 integrator: Integrator) -> str | None:
         """None where this backend applies, otherwise the reason it does not."""
         if not isinstance(solver, Recursive):
             return f"needs the Recursive solver, got {type(solver).__name__}"
@@ -54,7 +61,9 @@ class PointMajor(Backend):
             return f"needs n_steps to match the controls' {controls.tau.shape[0]} steps, got {n_steps}"
         return None
 
-    def rollout(self, run, chain: Model, state: State, controls, *, dt, n_steps, solver, integrator):
+    def rollout(self, run: Callable[[Model, State, Control], tuple[State, State]], chain: Model, state: State,
+                controls: Control, *, dt: ArrayLike, n_steps: int, solver: Solver,
+                integrator: Integrator) -> tuple[State, State]:
         reason = self.supports(chain, controls, dt, n_steps, solver, integrator)
         if reason is not None:
             raise ValueError(f"rollout: backend=PointMajor() {reason}")

@@ -1,12 +1,14 @@
 """A batch spread over several devices: :func:`shard` places it, ``jax.jit`` partitions the program that maps it."""
 from __future__ import annotations
 
+from typing import Any, Sequence
+
 import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 
-def shard(tree, devices=None, axis_name: str = "batch"):
+def shard(tree: Any, devices: Sequence[jax.Device] | None = None, axis_name: str = "batch") -> Any:
     """``tree`` with the leading (batch) axis of every array leaf split evenly across ``devices`` (default: all of
     ``jax.devices()``, which spans every host after ``jax.distributed.initialize()``).
 

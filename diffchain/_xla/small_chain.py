@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from .._model.model import Model
+from .._state import Control, State
 from .._solvers.base import Solution, Solver
 from .._solvers.implicit import implicit_solve
 from .._solvers.recursive import _kkt_complete, _kkt_matvec, kkt_system, point_a0
@@ -158,17 +161,19 @@ class ShortChain(Solver):
 
     chains_only: ClassVar[bool] = True
 
-    def __call__(self, chain, state, control, stab=None):
+    def __call__(self, chain: Model, state: State, control: Control, stab: ArrayLike | None = None) -> Solution:
         _check_short(chain)
         ax, ay, yr, _, _ = short_solve(*kkt_system(chain, state, control, stab))
         return Solution(jnp.stack([ax, ay], -1), -yr)
 
-    def held(self, chain, state, control, active, alpha_w, theta_bar=None, stab=None):
+    def held(self, chain: Model, state: State, control: Control, active: jax.Array, alpha_w: ArrayLike,
+             theta_bar: jax.Array | None = None, stab: ArrayLike | None = None) -> Solution:
         _check_short(chain)
         return Solution(*held_solution(*held_system(chain, state, control, active, alpha_w, theta_bar, stab),
                                        short_held_solve))
 
-    def system(self, M, Q, J, gamma, on, nominal_rank=-1):
+    def system(self, M: jax.Array, Q: jax.Array, J: jax.Array, gamma: jax.Array, on: jax.Array,
+               nominal_rank: int = -1) -> Solution:
         raise TypeError("ShortChain: the written-out recursion solves short serial chains only; a mechanism (or any "
                         "system given by its matrices) needs a dense solver: KKT(), RangeSpace(), NullSpace() or "
                         "Larin()")
