@@ -22,10 +22,11 @@ The script first checks the linearisation at the first step of the first traject
 f, then runs iLQR until the cost stops falling (relative change below 1e-10) or ``--iters``, and reports the final
 distance from the goal. With ``--ddp``, DDP (the same with the steps' second-order terms, ``dc.step_hessians``,
 regularised in the state space) continues from iLQR's iterate that first came within 1e-2 of the goal, and the
-script reports the iterations both take from there to the optimum. It writes examples/out/ilqr.png (the motions, the controls, the cost per iteration; ``--out``
-to change).
+script reports the iterations both take from there to the optimum. It writes examples/out/ilqr.png (the motions,
+the controls, the cost per iteration; ``--out`` to change).
 
-    python examples/ilqr.py [--system acrobot|cartpole|both] [--iters 100] [--quick]
+    python examples/ilqr.py [--system acrobot|cartpole|both] [--ddp acrobot|cartpole|both|none] [--iters 100]
+                            [--quick]
 """
 from __future__ import annotations
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from .._events.detection import _slack, limit_arc
 from .._events.state import EventState, Events, StepReport
@@ -45,7 +46,7 @@ class TrustReport(eqx.Module):
       angle_clearance, angle_clearance_time: a free joint turning back short of its limit (rad)
       approach, approach_time:            the slowest impact: its normal speed towards the line (m/s)
       limit_approach, limit_approach_time: the slowest limit hit: its joint's angular speed (rad/s)
-      reaction, reaction_time:            a stuck point's normal reaction at a local minimum, the point staying stuck (N)
+      reaction, reaction_time:            a stuck point's normal reaction at a local minimum, staying stuck (N)
       holding, holding_time:              a held joint's holding torque at a local minimum, the joint staying held (N m)
       time_to_end:                        the run's end time minus its last event's (s)
       halving_margin:                     the smallest |ln(error / threshold)| of an accepted quantum's error estimate
@@ -100,8 +101,8 @@ def _dip(values, where):
     return jnp.where(local, mid, jnp.inf)
 
 
-def gradient_trust(model: Model, events: Events, start: EventState, trajectory, dt, *, tol: float = 1e-3
-                   ) -> TrustReport:
+def gradient_trust(model: Model, events: Events, start: EventState, trajectory: tuple[EventState, StepReport],
+                   dt: ArrayLike, *, tol: float = 1e-3) -> TrustReport:
     """The margins of an event rollout to a change of its event sequence (module docstring): where its gradient
     stops predicting a small change of its inputs. ``start``: the rollout's start :class:`~diffchain.EventState`;
     ``trajectory``: the (EventStates, StepReports) that :func:`diffchain.event_rollout` returns; ``dt`` its time step.
@@ -110,9 +111,9 @@ def gradient_trust(model: Model, events: Events, start: EventState, trajectory, 
     the gaps, ``tol`` rad for the angles; for the approach speeds the speed at which a point decelerated by g (the
     model's weight per unit mass) would have stopped that gap short, sqrt(2 g tol L), and sqrt(2 (g / L) tol) for the
     angular speeds; ``tol`` times the weight for the reactions (times L for the torques), dt for the time to the end,
-    ``tol`` for the halving margin; and no exhausted quantum. A margin under its tolerance does not make the gradient wrong: it says
-    that a change of the inputs of about that relative size may change what happens, and with it the result by more
-    than the gradient predicts.
+    ``tol`` for the halving margin; and no exhausted quantum. A margin under its tolerance does not make the
+    gradient wrong: it says that a change of the inputs of about that relative size may change what happens, and
+    with it the result by more than the gradient predicts.
 
     Works under ``jit`` and ``vmap`` (over rollouts)."""
     check_model(model, "gradient_trust")
@@ -148,7 +149,7 @@ def gradient_trust(model: Model, events: Events, start: EventState, trajectory, 
 
     # joints turning back short of a limit: the margins to the upper and the lower limit
     lo, hi, limited = limit_arc(events)
-    omega = jax.vmap(model.angle_rates)(x, v)                                          # (T+1, F)
+    omega = jnp.asarray(jax.vmap(model.angle_rates)(x, v))  # (T+1, F)
     theta = es.theta
     free_l = (limited & ~es.held[:-1] & ~es.held[1:] & ~reports.limit_hits)
     lows = [_turn(m[:-1], m[1:], r[:-1], r[1:], dt, free_l) for m, r in ((hi - theta, -omega), (theta - lo, omega))]
