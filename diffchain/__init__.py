@@ -5,7 +5,7 @@ from ._model.checks import InputError
 from ._model.model import Model, energy
 from ._state import Control, State
 from ._model.chain import Chain, cart_chain, free_chain, pendulum
-from ._model.geometry import (from_joint_angles, joint_accelerations, joint_angles, joint_velocities, link_angles)
+from ._model.geometry import joint_accelerations, joint_angles, joint_velocities, link_angles
 from ._solvers.base import Solution, Solver
 from ._solvers.rank import Info
 from ._solvers.banded import Banded
@@ -15,7 +15,7 @@ from ._solvers.recursive_solver import Recursive
 from ._xla.small_chain import ShortChain
 from ._simulate.integrators import RK4, Integrator, SeedQuantum, SemiImplicitEuler, VelocityVerlet
 from ._simulate.projection import RATTLE, Projected, project
-from ._model.inputs import check_state, constraint_violation
+from ._model.rods import check_state, constraint_violation, from_joint_angles
 from ._simulate.rollout import Backend, rollout, step
 from ._simulate.progress import ProgressMeter, TextProgressMeter, TqdmProgressMeter
 from ._xla.point_major_backend import PointMajor

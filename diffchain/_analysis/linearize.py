@@ -34,7 +34,8 @@ from jax.typing import ArrayLike
 from .._events.quantum import event_step
 from .._events.state import EventState, Events
 from .._model.checks import compiled, describe
-from .._model.geometry import from_joint_angles, joint_velocities, link_angles, wrap_angle
+from .._model.geometry import joint_velocities, link_angles, wrap_angle
+from .._model.rods import from_joint_angles
 from .._model.model import Model, check_model
 from .._simulate.integrators import Integrator, VelocityVerlet
 from .._simulate.projection import Projected

@@ -15,7 +15,7 @@ from .._model.geometry import wrapped_joint_angles
 from .._model.model import Model
 from .._state import Control, State
 from .._model.checks import _require, runtime_checks
-from .._model.inputs import check_state
+from .._model.rods import check_state
 from .._model.host import array, xp, zeros as host_zeros
 from .._model.geometry import wrap_angle
 

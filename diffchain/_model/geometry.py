@@ -7,18 +7,10 @@ joints with omega_0^o = omega_n^o = 0, so that sum_i tau_i omega_i^z is the powe
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import jax
 import jax.numpy as jnp
-import numpy as np
-import numpy.typing as npt
-from jax.typing import ArrayLike
 
 from .._state import State
-
-if TYPE_CHECKING:
-    from .model import Model
 
 
 def perp(v):
@@ -144,31 +136,3 @@ def joint_accelerations(state: State, a: jax.Array) -> jax.Array:
     return _pad_diff(link_angular_velocities(state.x, a))
 
 
-def from_joint_angles(chain: Model, theta: npt.ArrayLike, theta_dot: npt.ArrayLike | None = None,
-                      base: npt.ArrayLike = (0.0, 0.0), base_velocity: npt.ArrayLike = (0.0, 0.0),
-                      t: ArrayLike = 0.0) -> State:
-    """The Cartesian :class:`State` of a chain given its joint angles theta (n-1,) and rates (n-1,), and point 1.
-
-    Point 1 is at ``base`` moving with ``base_velocity``; phi = cumsum(theta) are the link angles.
-    """
-    l = chain.l
-    if np.shape(theta) != l.shape:
-        raise ValueError(f"from_joint_angles: theta must have shape (n-1,) = {l.shape}, got {np.shape(theta)}")
-    if theta_dot is not None and np.shape(theta_dot) != l.shape:
-        raise ValueError(f"from_joint_angles: theta_dot must have shape (n-1,) = {l.shape}, got "
-                         f"{np.shape(theta_dot)}")
-    return _cartesian(l, theta, theta_dot, base, base_velocity, t)
-
-
-@jax.jit
-def _cartesian(l, theta, theta_dot, base, base_velocity, t):
-    """:func:`from_joint_angles`' state (one compiled program, not one per operation)."""
-    theta = jnp.asarray(theta, l.dtype)
-    theta_dot = jnp.zeros_like(theta) if theta_dot is None else jnp.asarray(theta_dot, l.dtype)
-    phi, phi_dot = jnp.cumsum(theta), jnp.cumsum(theta_dot)
-    u = jnp.stack([jnp.cos(phi), jnp.sin(phi)], -1)
-    base = jnp.asarray(base, l.dtype)
-    base_velocity = jnp.asarray(base_velocity, l.dtype)
-    x = jnp.concatenate([base[None], base + jnp.cumsum(l[:, None] * u, 0)])
-    v = jnp.concatenate([base_velocity[None], base_velocity + jnp.cumsum((l * phi_dot)[:, None] * perp(u), 0)])
-    return State(x, v, t)

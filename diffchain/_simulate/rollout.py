@@ -17,7 +17,7 @@ from jax.typing import ArrayLike
 from .integrators import Integrator
 from .._state import Control, State
 from .._model.checks import InputError, compiled, control_checks, describe, finite_state_check, runtime_checks
-from .._model.inputs import state_checks
+from .._model.rods import state_checks
 from .._model.model import Model, check_model
 from .progress import ProgressMeter, check_progress, with_progress
 from .projection import Projected

@@ -8,8 +8,9 @@ from typing import Callable, NamedTuple
 import jax.numpy as jnp
 
 from .._model.forces import external_forces
-from .._model.geometry import (from_joint_angles, joint_accelerations, joint_angles, joint_velocities, link_angles,
-                       link_angular_velocities)
+from .._model.rods import from_joint_angles
+from .._model.geometry import (joint_accelerations, joint_angles, joint_velocities, link_angles,
+                               link_angular_velocities)
 from .._model.chain import Chain
 from .._model.model import Model
 from .._state import Control, State

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from .._model.chain import Chain
 from .._model.flexible import check_rfe, rfe_elements
-from .._model.geometry import from_joint_angles
+from .._model.rods import from_joint_angles
 from .._model.host import xp as _xp
 
 
