@@ -16,7 +16,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 SCRIPTS = ("throw_to_target.py", "swingup_optax.py", "train_policy.py", "batched_rollout.py", "fourbar_stop.py",
-           "ilqr.py", "sysid.py", "flexible_beam.py", "synthesis.py")  # each tested below
+           "ilqr.py", "sysid.py", "flexible_beam.py", "synthesis.py", "contact_gradients.py")  # each tested below
 NOTEBOOKS = ("quickstart.ipynb",)
 
 
@@ -65,6 +65,18 @@ def test_throw_to_target_quick(tmp_path):
     last = _number(r"last throw: rests at x = (\S+) m", out)
     assert abs(last - target) < abs(first - target), (first, last, target)
     assert _number(r"last throw: .*\|v\| <= (\S+) m/s", out) < 1e-6  # it lies still
+
+
+@pytest.mark.slow
+def test_contact_gradients_quick(tmp_path):
+    """The two contact cases: diffchain's gradients equal the closed forms (and forward mode equals reverse mode),
+    the step-resolution impact gets the wall's dy/dv_x 0, and the landing distance jumps at theta_c."""
+    out = _run_quick("contact_gradients.py", tmp_path)
+    assert _number(r"largest relative difference diffchain - analytic: (\S+)", out) < 1e-9
+    assert _number(r"largest difference forward - reverse mode: (\S+)", out) < 1e-12
+    analytic, ours, naive = (float(v) for v in re.search(r"^wall: dy/dv_x +(\S+) +(\S+) +(\S+)$", out, re.M).groups())
+    assert abs(analytic - 0.5644444) < 1e-7 and abs(ours - analytic) < 1e-7 and naive == 0.0
+    assert _number(r"jumps from (\S+) m", out) - _number(r"m to (\S+) m", out) > 2.5
 
 
 @pytest.mark.slow
