@@ -31,7 +31,7 @@ import numpy as np
 import numpy.typing as npt
 from jax.typing import ArrayLike
 
-from .._events.quantum import event_step
+from .._events.quantum import _event_quantum, check_event_integrator
 from .._events.state import EventState, Events
 from .._model.checks import compiled, describe
 from .._model.geometry import joint_velocities, link_angles, wrap_angle
@@ -254,7 +254,7 @@ def _step_map(model, state, control, dt, layout, inputs, solver, integrator, che
     return f, x0, u0
 
 
-def _event_map(model, events, es, control, dt, layout, inputs, solver, integrator, who):
+def _event_map(model, events, es, control, dt, layout, inputs, solver, integrator, saltation, who):
     if not isinstance(events, Events):
         raise TypeError(f"{who}: events must be a diffchain.Events, got {describe(events)}")
     if not isinstance(es, EventState):
@@ -264,9 +264,11 @@ def _event_map(model, events, es, control, dt, layout, inputs, solver, integrato
     # the cache of the last solver call (es.a, ...) holds no derivative with respect to the state: recompute it
     es = eqx.tree_at(lambda e: e.fresh, es, jnp.zeros_like(es.fresh))
 
-    def advance(s, u):
-        new, _ = event_step(model, events, eqx.tree_at(lambda e: e.state, es, s), to_control(u), dt, solver=solver,
-                            integrator=integrator)
+    check_event_integrator(integrator, who)
+
+    def advance(s, u):  # event_step, with the event times' derivatives held at zero unless ``saltation``
+        new, _ = _event_quantum(model, events, eqx.tree_at(lambda e: e.state, es, s), to_control(u), dt, solver,
+                                integrator, saltation)
         return new.state
 
     f, x0 = _map(model, es.state, advance, layout, who)
@@ -299,7 +301,8 @@ def _linearize(model, state, control, dt, layout, inputs, solver, integrator, ch
 
 def event_linearize(model: Model, events: Events, es: EventState, control: Control | None, dt: ArrayLike, *,
                     coords: str = "points", inputs: str = "tau", solver: Solver | None = None,
-                    integrator: Integrator = VelocityVerlet()) -> tuple[jax.Array, jax.Array]:
+                    integrator: Integrator = VelocityVerlet(),
+                    saltation: bool | jax.Array = True) -> tuple[jax.Array, jax.Array]:
     """(A, B) = (dx+/dx, dx+/du) of one :func:`~diffchain.event_step` from ``es`` (x: its state's positions and
     velocities, or their minimal coordinates; u as for :func:`linearize`; its event masks, pins and angle branches are
     held).
@@ -307,15 +310,25 @@ def event_linearize(model: Model, events: Events, es: EventState, control: Contr
     For the sequence of events that the quantum from ``es`` meets. Where it contains an impact or a limit hit, the
     derivative includes how the event time moves with x: A is the hybrid (saltation) linearisation, the flow to the
     event, the saltation matrix of the jump, the flow after it. At a state where a small change adds or removes an
-    event (a grazing contact) no linearisation describes the step."""
+    event (a grazing contact) no linearisation describes the step.
+
+    ``saltation=False`` holds the event times fixed: the same flows and jumps, but x moves no event in time (the
+    saltation matrix's timing term dropped), the linearisation that a method blind to event times uses; to compare
+    (``examples/ilqr.py`` runs iLQR through an impact with both). A boolean scalar array (traced under ``jit``)
+    chooses at run time, one compiled program for both."""
     layout = _layout_of(model, coords, "event_linearize")
     dt_checks(dt, "event_linearize", False)  # a known dt: finite and > 0 (events need forward time)
-    return _event_linearize(model, events, es, control, dt, layout, inputs, solver, integrator)
+    if not (isinstance(saltation, bool) or (isinstance(saltation, jax.Array) and saltation.shape == ()
+                                            and saltation.dtype == bool)):
+        raise TypeError(f"event_linearize: saltation must be True, False or a boolean scalar array, got "
+                        f"{describe(saltation)}")
+    return _event_linearize(model, events, es, control, dt, layout, inputs, solver, integrator, saltation)
 
 
 @compiled
-def _event_linearize(model, events, es, control, dt, layout, inputs, solver, integrator):
-    f, x0, u0 = _event_map(model, events, es, control, dt, layout, inputs, solver, integrator, "event_linearize")
+def _event_linearize(model, events, es, control, dt, layout, inputs, solver, integrator, saltation):
+    f, x0, u0 = _event_map(model, events, es, control, dt, layout, inputs, solver, integrator, saltation,
+                           "event_linearize")
     return jax.jacfwd(f, argnums=(0, 1))(x0, u0)
 
 

@@ -210,8 +210,11 @@ def check_event_integrator(integrator, who):
 # gradient, their vmaps) reuses that trace and its derivatives (the first gradient of an event rollout traces in
 # ~8 s, the next in ~0.2 s); XLA inlines it, the compiled code is the same
 @eqx.filter_jit
-def _event_quantum(chain: Model, events: Events, es: EventState, control: Control, dt, solver, integrator):
-    """:func:`event_step` from ``es``."""
+def _event_quantum(chain: Model, events: Events, es: EventState, control: Control, dt, solver, integrator,
+                   timed=True):
+    """:func:`event_step` from ``es``. ``timed`` False (or a traced boolean) holds the event times' derivatives at
+    zero (the times themselves are unchanged): a derivative of the quantum without the saltation term
+    (:func:`diffchain.event_linearize`)."""
     projected = integrator if isinstance(integrator, Projected) else None
     integrator = integrator.base if projected else integrator
     n, dtype = chain.n_features, chain.dtype
@@ -275,6 +278,8 @@ def _event_quantum(chain: Model, events: Events, es: EventState, control: Contro
         x, v = es_.state.x, es_.state.v
         (s_c, hit_c, k), (s_l, hit_l, side) = detect(chain, events, es_, x, v, a, h)
         s_e = jnp.where(kick, 0.0, jnp.minimum(jnp.min(s_c, initial=h), jnp.min(s_l, initial=h)))
+        if timed is not True:  # the event time's derivative scaled by ``timed`` (0: held), its value kept
+            s_e = jax.lax.stop_gradient(s_e) + jnp.asarray(timed, s_e.dtype) * (s_e - jax.lax.stop_gradient(s_e))
         event = kick | (c.valid & (jnp.any(hit_c) | jnp.any(hit_l)))
         tol = 1e-9 * dt
         new_c = ~kick & hit_c & (s_c <= s_e + tol)

@@ -210,8 +210,10 @@ def test_floor_impact_is_the_saltation_linearisation():
     Phi(tau) = [[I, tau I], [0, I]] the flow's Jacobian: its only nonzero row is that of x,
         d x+ / d(x, y, vx, vy) = (1, -vx / vy-, tau, -vx tau / vy-).
     (The same as differentiating x+ = x + vx tau(y, vy) with d tau / dy = -1 / vy-, d tau / d vy = -tau / vy-.) The
-    linearisation without the event time's motion would be DR . Phi(tau) at fixed tau: (1, 0, tau, 0). Also against
-    central differences of event_step."""
+    linearisation without the event time's motion (``saltation=False``) is DR . Phi(tau) at fixed tau: its x row
+    (1, 0, tau, 0), its y row (0, 1, 0, tau) (a point that reaches the floor later stops above it, the drift correction
+    off).
+    Also against central differences of event_step."""
     ball = dc.Chain(jnp.array([1.0]), jnp.zeros(0))
     floor = dc.Events(ball, ground=0.0)
     x0, y0, vx, vy = 0.3, 0.05, 0.7, -1.0
@@ -228,6 +230,15 @@ def test_floor_impact_is_the_saltation_linearisation():
     A_ref[0] = [1.0, -vx / vy_minus, tau, -vx * tau / vy_minus]
     np.testing.assert_allclose(A, A_ref, rtol=0, atol=1e-12)
     assert abs(A_ref[0, 1]) > 0.3  # the saltation term is not small here: a test that could fail
+    # the event time held, chosen at run time (one program for both), without the drift correction (which would pull
+    # a point stuck above the floor towards it)
+    lin = jax.jit(lambda flag: dc.event_linearize(ball, floor, es, None, dt, saltation=flag,
+                                                  integrator=dc.VelocityVerlet(stab_factor=None))[0])
+    DR, Phi = np.diag([1.0, 1.0, 0.0, 0.0]), np.block([[np.eye(2), tau * np.eye(2)], [np.zeros((2, 2)), np.eye(2)]])
+    np.testing.assert_allclose(lin(jnp.array(False)), DR @ Phi, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(lin(jnp.array(True)), A_ref, rtol=0, atol=1e-12)
+    with pytest.raises(TypeError, match=r"saltation must be True, False or a boolean scalar array, got .*float"):
+        dc.event_linearize(ball, floor, es, None, dt, saltation=jnp.array(1.0))
 
     step = jax.jit(lambda X: dc.event_step(ball, floor, dc.EventState(dc.State(X[:2][None], X[2:][None])), None,
                                            dt)[0].state)
