@@ -1,7 +1,7 @@
 """The gradient-trust report (:func:`diffchain.gradient_trust`) against closed forms: a point mass thrown under a
 ceiling (its apex clearance and its impact speed on the floor, exact under constant gravity), pushed up almost off
-the floor (its smallest reaction), and a pendulum swinging short of a joint limit, into it, and held at it. Each
-group is one compiled program over its cases (``vmap``)."""
+the floor (its smallest reaction), a pendulum swinging short of a joint limit, into it, and held at it, and the
+pendulum as a mechanism against a stop. Each group is one compiled program over its cases (``vmap``)."""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -131,3 +131,32 @@ def test_pendulum_limits():
     np.testing.assert_allclose(r.holding[2], holding[j], rtol=1e-9)
     np.testing.assert_allclose(r.holding_time[2], dt * (j + 1), rtol=1e-9)
     assert bool(r.trusted[0]) and bool(r.trusted[2]) and np.all(np.isinf(r.clearance))
+
+
+def test_mechanism_limit_hit():
+    """The same pendulum built as a mechanism (a massless body from a ground point O to a point P of 1 kg, released
+    at rest 1 rad from the bottom) against a stop 0.5 rad past the bottom: the report reads the mechanism's stop as
+    a chain's limit. It hits it at the angular speed of energy, sqrt(2 g (sin th_0 - sin th_hit)), at the time of
+    the swing of amplitude 1 rad: sqrt(l/g) (K(k) + F(phi, k)), k = sin(1/2), sin(phi) = sin(0.5/2) / k (a quarter
+    period to the bottom, then the incomplete elliptic integral; K by the arithmetic-geometric mean, F by Simpson's
+    rule on 2000 intervals, both to 1e-12)."""
+    th0, lo, dt = -np.pi / 2 + 1.0, -np.pi / 2 - 0.5, 1e-3
+    b = dc.MechanismBuilder()
+    b.ground("O", (0.0, 0.0))
+    b.point("P", (np.cos(th0), np.sin(th0)), mass=1.0)
+    b.body("arm", "O", "P")
+    b.limit("stop", "ground", "arm", lo=lo)
+    mech, start = b.build()
+    events = dc.Events(mech, contact=[])
+    es = dc.EventState(start, model=mech)
+    r = jax.jit(lambda es: dc.gradient_trust(mech, events, es, dc.event_rollout(mech, events, es, None, dt,
+                                                                                  n_steps=1500)[1], dt))(es)
+    k = np.sin(0.5)
+    phi = np.arcsin(np.sin(0.25) / k)
+    theta = np.linspace(0.0, phi, 2001)
+    w = np.r_[1, np.tile([4, 2], 999), 4, 1] * (phi / 2000) / 3
+    F = w @ (1 / np.sqrt(1 - k**2 * np.sin(theta) ** 2))
+    t_hit = np.sqrt(1 / G) * (np.pi / (2 * _agm(1.0, np.cos(0.5))) + F)
+    np.testing.assert_allclose(r.limit_approach, np.sqrt(2 * G * (np.sin(th0) - np.sin(lo))), rtol=1e-5)
+    np.testing.assert_allclose(r.limit_approach_time, t_hit, atol=1e-4)
+    assert np.all(np.isinf(r.clearance)) and bool(r.trusted)
