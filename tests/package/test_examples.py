@@ -132,7 +132,8 @@ def test_flexible_beam_quick(tmp_path):
 def test_ilqr_quick(tmp_path):
     """iLQR, at most 40 iterations per system: the linearisations agree with central differences of the step, the
     cost falls, and both the acrobot and the cart-pole end within 1e-2 of upright and at rest; DDP on the acrobot,
-    from iLQR's iterate that first came within 1e-2, reaches the lowest cost of both."""
+    from iLQR's iterate that first came within 1e-2, reaches the lowest cost of both; the arm's tip lands within
+    2 mm of its target with the impact's saltation term, and iLQR without it stops at a higher cost, farther."""
     out = _run_quick("ilqr.py", tmp_path)
     for name in ("acrobot", "cartpole"):
         assert _number(rf"{name}: linearisation .* largest relative difference (\S+)", out) < 1e-6
@@ -147,6 +148,17 @@ def test_ilqr_quick(tmp_path):
     best, ddp_cost = float(line.group(1)), float(line.group(3))
     assert abs(ddp_cost - best) <= 1e-9 * best
     assert _number(r"acrobot \(DDP\): final max \|theta - theta\*\| = (\S+) rad", out) <= 1e-2
+    # the arm whose tip lands on the floor: the impact step's linearisation with the saltation term is the step's
+    # derivative (central differences), without it is not; with it iLQR reaches a lower cost and lands nearer
+    assert _number(r"arm: linearisation of the step with the impact .* max \|\[A B\]\| (\S+) with the", out) < 1e-8
+    assert _number(r"arm: linearisation of the step with the impact .* the saltation term, (\S+) without", out) > 0.1
+    miss = _number(r"(?m)^arm: final cost \S+, tip at .*, (\S+) m from the target", out)
+    blind = _number(r"(?m)^arm \(no saltation\): final cost \S+, tip at .*, (\S+) m from the target", out)
+    assert miss < 2e-3 and blind > 2 * miss, (miss, blind)
+    assert re.findall(r"(?m)^arm.*: final cost .*steps whose solver budget ran out: (\d+)$", out) == ["0", "0"]
+    best, without = (_number(r"arm: lowest cost (\S+) with the saltation", out),
+                     _number(r"arm: lowest cost .*\), (\S+) without", out))
+    assert without > 1.05 * best, (best, without)
 
 
 @pytest.mark.slow
