@@ -392,6 +392,7 @@ def test_five_bar_through_a_stop_hit_crank_angle_by_link_mass():
 # -- a batch of random drops ------------------------------------------------------------------------------------------
 
 @pytest.mark.slow
+@pytest.mark.full_opt  # its runs (200 copies, up to 14 of them) cost more than its compile: 270 -> 208 s optimised
 def test_matrix_of_a_batch_of_random_drops():
     """200 random drops of a 3-point chain on the ground against +-0.7 rad limits (random masses, lengths, angles,
     rates, heights and torques), in one vmapped program: every gradient finite in every copy, and in every copy whose
