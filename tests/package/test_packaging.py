@@ -119,9 +119,8 @@ def test_extras_cover_what_tests_and_examples_import():
     # the packaging test runs `python -m build`, which installs the build backend (setuptools) in an isolated
     # environment itself: the extra need not hold it
     assert {"matplotlib", "build"} <= _modules(extras["test"], extras)
-    examples = sorted((ROOT / "examples").glob("*.py")) + sorted((ROOT / "examples").glob("*.ipynb"))
-    assert any(p.suffix == ".ipynb" for p in examples) and any(p.suffix == ".py" for p in examples)
-    assert _imports(examples) - runtime - _modules(extras["examples"], extras) == set()
+    examples = sorted((ROOT / "examples").glob("*.py"))
+    assert examples and _imports(examples) - runtime - _modules(extras["examples"], extras) == set()
     benchmarks = sorted((ROOT / "benchmarks").glob("*.py"))
     imported = _imports(benchmarks, local=[p.stem for p in benchmarks])
     assert imported - runtime - _modules(extras["examples"], extras) - _modules(extras["bench"], extras) == set()
@@ -203,7 +202,8 @@ def test_metadata_declares_typing_and_the_verified_pythons():
     extras = project["optional-dependencies"]
     notebook = _modules(extras["notebook"], extras)
     runtime = _modules(project["dependencies"], extras)
-    assert _imports([ROOT / "examples" / "quickstart.ipynb"]) - runtime - notebook == set()
+    notebooks = sorted((ROOT / "notebooks").glob("*.ipynb")) + sorted((ROOT / "notebooks").glob("*.py"))
+    assert len(notebooks) > 2 and _imports(notebooks, local=["build"]) - runtime - notebook == set()
     assert {"jupyterlab", "ipykernel", "nbclient"} <= notebook
 
 
@@ -248,8 +248,8 @@ def test_sdist_and_wheel_hold_what_they_should_and_the_sdist_tests_pass_installe
     with tarfile.open(sdist) as tar:
         in_sdist = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
     want = {"LICENSE", "README.md", "pyproject.toml", "mkdocs.yml", "tests/conftest.py", "tests/strategies.py",
-            "diffchain/_bench/peers.py", "examples/quickstart.ipynb"}
-    for pattern in ("tests/**/*.py", "docs/*.png", "docs/**/*.md", "examples/*.py", "examples/*.ipynb",
+            "diffchain/_bench/peers.py", "notebooks/quickstart.ipynb", "notebooks/build.py"}
+    for pattern in ("tests/**/*.py", "docs/*.png", "docs/**/*.md", "examples/*.py", "notebooks/*.ipynb", "notebooks/*.py",
                     "benchmarks/*.py", "benchmarks/results/*.md", "diffchain/**/*.py"):
         want |= {p.relative_to(ROOT).as_posix() for p in ROOT.glob(pattern)}
     assert any(n.startswith("docs/") for n in want)
