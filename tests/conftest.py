@@ -33,11 +33,12 @@ settings.load_profile("default")
 # loadfile and --no-loadscope-reorder (pyproject.toml) xdist hands whole files to its workers in collection order, so
 # both workers finish at about the same time; by default it would order files by their number of tests.
 HEAVY_FIRST = ("test_gradient_matrix.py", "test_lean.py", "test_readme.py", "test_event_gradients.py",
-               "test_events.py", "test_mechanism_events.py", "test_examples.py", "test_linearize.py", "test_active.py",
-               "test_gradients.py", "test_mechanism.py", "test_validation.py", "test_solvers_agree.py",
-               "test_event_defects.py", "test_integrators.py", "test_event_integrators.py", "test_progress.py",
-               "test_packaging.py",
-               "test_failure_reports.py", "test_model.py", "test_sharding.py", "test_envs.py", "test_bench.py")
+               "test_events.py", "test_mechanism_events.py", "test_examples.py", "test_literature.py",
+               "test_linearize.py", "test_active.py", "test_gradients.py", "test_mechanism.py", "test_validation.py",
+               "test_solvers_agree.py", "test_event_defects.py", "test_integrators.py", "test_event_integrators.py",
+               "test_progress.py", "test_packaging.py", "test_trust.py", "test_torsion.py", "test_notebooks.py",
+               "test_synthesis.py", "test_types.py", "test_failure_reports.py", "test_model.py", "test_sharding.py",
+               "test_envs.py", "test_bench.py")
 
 
 def pytest_collection_modifyitems(items):
