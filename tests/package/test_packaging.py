@@ -37,7 +37,7 @@ MODULE_OF = {"jax": "jax", "jaxlib": "jaxlib", "equinox": "equinox", "numpy": "n
              "hypothesis": "hypothesis", "mujoco": "mujoco", "mujoco-mjx": "mujoco", "gymnasium": "gymnasium",
              "build": "build", "tomli": "tomli", "mkdocs-material": "material",
              "mkdocstrings": "mkdocstrings", "jax2d": "jax2d", "chex": "chex", "jupyterlab": "jupyterlab",
-             "ipykernel": "ipykernel", "nbclient": "nbclient", "tqdm": "tqdm", "black": "black",
+             "ipykernel": "ipykernel", "nbclient": "nbclient", "scipy": "scipy", "tqdm": "tqdm", "black": "black",
              "jsonschema": "jsonschema", "mypy": "mypy"}
 
 
@@ -121,6 +121,8 @@ def test_extras_cover_what_tests_and_examples_import():
     assert {"matplotlib", "build"} <= _modules(extras["test"], extras)
     examples = sorted((ROOT / "examples").glob("*.py"))
     assert examples and _imports(examples) - runtime - _modules(extras["examples"], extras) == set()
+    experiments = sorted((ROOT / "experiments").glob("*.py"))
+    assert experiments and _imports(experiments) - runtime - _modules(extras["experiments"], extras) == set()
     benchmarks = sorted((ROOT / "benchmarks").glob("*.py"))
     imported = _imports(benchmarks, local=[p.stem for p in benchmarks])
     assert imported - runtime - _modules(extras["examples"], extras) - _modules(extras["bench"], extras) == set()
@@ -250,7 +252,8 @@ def test_sdist_and_wheel_hold_what_they_should_and_the_sdist_tests_pass_installe
     want = {"LICENSE", "README.md", "pyproject.toml", "mkdocs.yml", "tests/conftest.py", "tests/strategies.py",
             "diffchain/_bench/peers.py", "notebooks/quickstart.ipynb", "notebooks/build.py"}
     for pattern in ("tests/**/*.py", "docs/*.png", "docs/**/*.md", "examples/*.py", "notebooks/*.ipynb", "notebooks/*.py",
-                    "benchmarks/*.py", "benchmarks/results/*.md", "diffchain/**/*.py"):
+                    "experiments/*.py", "experiments/README.md", "experiments/results/*", "benchmarks/*.py",
+                    "benchmarks/results/*.md", "diffchain/**/*.py"):
         want |= {p.relative_to(ROOT).as_posix() for p in ROOT.glob(pattern)}
     assert any(n.startswith("docs/") for n in want)
     assert want - in_sdist == set()
