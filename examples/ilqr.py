@@ -131,8 +131,8 @@ def _arm():
     def to_control(u):
         return dc.Control(tau=jnp.concatenate([u, jnp.zeros(1)]))
 
-    def tip(z):  # the tip of angles z = (theta_1, theta_2, ...): the sum of the two links
-        return jnp.stack([jnp.cos(z[0]) + jnp.cos(z[0] + z[1]), jnp.sin(z[0]) + jnp.sin(z[0] + z[1])])
+    def tip(z):  # the tip (point 3) of the state with minimal coordinates z
+        return dc.from_minimal_coordinates(arm, z, start[0].state).x[2]
 
     def coords(s):
         return dc.minimal_coordinates(arm, s[0].state)

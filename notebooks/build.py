@@ -72,8 +72,7 @@ def execute(topic):
             try:
                 exec(compile(source, f"{topic}.ipynb cell {count}", "exec"), namespace)
             except Exception:
-                sys.stdout = sys.__stdout__
-                traceback.print_exc()
+                traceback.print_exc()  # (to standard error, which is not redirected)
                 raise SystemExit(f"notebooks/build.py: a cell of {topic} failed (above)")
         outputs = ([{"output_type": "stream", "name": "stdout", "text": _lines(printed.getvalue())}]
                    if printed.getvalue() else [])
