@@ -51,7 +51,10 @@ from .._model.model import Model, check_model
 if TYPE_CHECKING:
     from .._events.state import EventState, StepReport
 
-UNROLL_MAX = 64  # chains of up to this many points are checked rod by rod (fast on XLA CPU), longer ones at once
+# chains of up to this many points are checked rod by rod, a loop written out in the program (fast on every backend,
+# also where XLA CPU hands a reduction over a short minor axis to XNNPACK, JAX's default: 16x slower at 6 points);
+# longer ones by one reduction over the rods, so that the program's size stays bounded
+UNROLL_MAX = 64
 RATE_FACTOR = 100.0  # the rate level's tolerance is this many times the position level's (module docstring)
 HINT = ("The results cannot be trusted ({remedy}); check=False returns them without this check, and "
         "dc.diagnose(model, trajectory) reports on them (Report: first bad step, largest errors, singular passages)")
@@ -198,16 +201,17 @@ def _chain_errors(chain: Model, x, v):
     else:
         pos = vel = jnp.zeros(x.shape[:1], x.dtype)
     mask = chain.slider_mask
+    if not isinstance(mask, jax.core.Tracer) and not bool(np.any(np.asarray(mask))):
+        return pos, vel  # no slider, known at trace time
     if chain.n > UNROLL_MAX:
         line = jnp.max(jnp.where(mask, jnp.abs(jnp.sum(chain.s * x, -1) - chain.c), 0.0), axis=-1)
         line_rate = jnp.max(jnp.where(mask, jnp.abs(jnp.sum(chain.s * v, -1)), 0.0), axis=-1)
-        pos, vel = jnp.maximum(pos, line), jnp.maximum(vel, line_rate)
-    elif isinstance(mask, jax.core.Tracer) or bool(np.any(np.asarray(mask))):
-        for i in range(chain.n):
-            line = jnp.abs(chain.s[i, 0] * x[:, i, 0] + chain.s[i, 1] * x[:, i, 1] - chain.c[i])
-            line_rate = jnp.abs(chain.s[i, 0] * v[:, i, 0] + chain.s[i, 1] * v[:, i, 1])
-            pos = jnp.maximum(pos, jnp.where(mask[i], line, 0.0))
-            vel = jnp.maximum(vel, jnp.where(mask[i], line_rate, 0.0))
+        return jnp.maximum(pos, line), jnp.maximum(vel, line_rate)
+    for i in range(chain.n):
+        line = jnp.abs(chain.s[i, 0] * x[:, i, 0] + chain.s[i, 1] * x[:, i, 1] - chain.c[i])
+        line_rate = jnp.abs(chain.s[i, 0] * v[:, i, 0] + chain.s[i, 1] * v[:, i, 1])
+        pos = jnp.maximum(pos, jnp.where(mask[i], line, 0.0))
+        vel = jnp.maximum(vel, jnp.where(mask[i], line_rate, 0.0))
     return pos, vel
 
 

@@ -422,7 +422,7 @@ def _event_quantum(chain: Model, events: Events, es: EventState, control: Contro
         return es_, c.rep  # (the control is set after the cond)
 
     # a cond: on one chain a quiet quantum skips the start's release test (under vmap it is a select of both)
-    carry = scan_until(slot, jax.lax.cond(trial_ok, quiet_carry, start, es), last, done)
+    carry = scan_until(slot, jax.lax.cond(trial_ok, quiet_carry, start, es), last, done, events.rare_share)
     out, rep = finish(jax.tree.map(lambda v: checkpoint_name(v, SLOTS), carry))
     return eqx.tree_at(lambda e: e.control, out, u, is_leaf=_none), rep
 

@@ -18,6 +18,7 @@ from .._model.checks import _require, runtime_checks
 from .._model.rods import check_state
 from .._model.host import array, xp, zeros as host_zeros
 from .._model.geometry import wrap_angle
+from .._xla.batching import RARE_SHARE
 
 
 class Events(eqx.Module):
@@ -39,6 +40,11 @@ class Events(eqx.Module):
                  and a refresh)
       chatter_count, chatter_window: a constraint released ``chatter_count`` times within about ``chatter_window``
                  quanta stays active (seed §12.2 chattering and scuffing)
+      rare_share: under ``vmap``, a quantum's later slots (after an impact, a limit hit, a rejected trial) run only
+                 on the copies that need them, gathered into a batch of ``rare_share`` of the batch (at least 8
+                 copies) while they are that few, and on the whole batch otherwise (static; default 1/16). It sets
+                 speed only, never results: a larger share costs more where few copies have events, a smaller one
+                 runs the whole batch sooner.
     """
 
     z0: jax.Array
@@ -51,12 +57,13 @@ class Events(eqx.Module):
     chatter_window: jax.Array
     max_depth: int = eqx.field(static=True)
     slots: int = eqx.field(static=True)
+    rare_share: float = eqx.field(static=True, default=RARE_SHARE)
 
     def __init__(self, n: int | Model, *, ground: ArrayLike | None = None,
                  lines: tuple[npt.ArrayLike, npt.ArrayLike] | None = None, contact: npt.ArrayLike | None = None,
                  theta_min: npt.ArrayLike | None = None, theta_max: npt.ArrayLike | None = None,
                  threshold: ArrayLike = 1.0, max_depth: int = 3, slots: int = 8, chatter_count: ArrayLike = 3,
-                 chatter_window: ArrayLike = 20, dtype: DTypeLike = float) -> None:
+                 chatter_window: ArrayLike = 20, rare_share: float = RARE_SHARE, dtype: DTypeLike = float) -> None:
         """``ground=y`` is the horizontal line {y = ground} with normal +y; ``lines=(z0, z)`` any set of lines.
 
         ``n``: a chain's number of points, or the model (a chain or a mechanism). For a mechanism
@@ -96,6 +103,9 @@ class Events(eqx.Module):
         self.threshold, self.chatter_count, self.chatter_window = (array(v, dt) for v in (threshold, chatter_count,
                                                                                            chatter_window))
         self.max_depth, self.slots = int(max_depth), int(slots)
+        _require(isinstance(rare_share, (int, float)) and not isinstance(rare_share, bool) and 0 < rare_share <= 1,
+                 f"Events: rare_share must be a number in (0, 1] (a share of the batch), got {rare_share!r}")
+        self.rare_share = float(rare_share)
 
     def __check_init__(self):
         n = self.contact.shape[0]

@@ -172,6 +172,8 @@ KINDS = {
         "chatter_window": Arr("float", (), "The chatter window, in quanta."),
         "max_depth": Static("int", "At most this many halvings of a sub-quantum."),
         "slots": Static("int", "Solver calls per quantum."),
+        "rare_share": Static("float", "Under vmap, the share of the batch on which a quantum's later slots run "
+                                      "gathered (speed only)."),
     }),
 }
 _DRIVER_KINDS = ("distance", "angle", "relangle", "x", "y")

@@ -48,6 +48,7 @@ from .._solvers.choice import check_solver
 from .._model.model import Model, check_model
 from .._solvers.recursive_solver import Recursive
 from .._xla import linalg
+from .._xla.loops import SCAN_BLOCK
 from .._constraints.chain import projector
 
 
@@ -75,7 +76,8 @@ def _operator(chain: Model, x, solver: Solver):
         return solve
     _, _, _, _, rx, ry = links_c(x[:, 0], x[:, 1])
     zero = jnp.zeros((n,), x.dtype)
-    op = chain_operator(chain, rx, ry, projector(g, sl, sx, sy, zero, zero, zero)[:3], chain.has_links)
+    op = chain_operator(chain, rx, ry, projector(g, sl, sx, sy, zero, zero, zero)[:3], chain.has_links,
+                        getattr(solver, "block", SCAN_BLOCK))
     lin = link_solve if chain.has_links else kkt_solve
 
     def solve(fx, fy, c_rod, c1, c2):

@@ -34,7 +34,7 @@ from .._model.geometry import _pad_diff
 from .._model.inertia import chain_link_blocks, link_gravity, point_mass_blocks
 from .._model.model import Model
 from .._state import Control, State
-from .._xla.loops import scan_points
+from .._xla.loops import SCAN_BLOCK, scan_points
 from .implicit import implicit_solve
 
 
@@ -184,14 +184,15 @@ def forward_sweep(A, b, C, d):
     return a, Fd
 
 
-def abcd_sweeps_c(m, rx, ry, e, Fx, Fy, p11, p12, p22, a0x, a0y):
+def abcd_sweeps_c(m, rx, ry, e, Fx, Fy, p11, p12, p22, a0x, a0y, block=SCAN_BLOCK):
     """:func:`abcd_backward` and :func:`forward_sweep` by components, for the simulation hot path.
 
     The same mathematics (module docstring) with every 2-vector kept as two per-point arrays and the symmetric A_i as
     three, so that under ``vmap`` every operation is elementwise on batch-contiguous arrays. The backward sweep keeps
     c_i = P_i r_i / D_i (so C_i = r_i c_i^T), k_i = c_i^T F^e_i + m_i mu_i / D_i and b_i; the forward sweep re-derives
     phi_i = c_i^T F_i^d + k_i (the rod tension: F_{i+1}^d = r_i phi_i) and A_i F = (P_i F - P_i r_i c_i^T F) / m_i.
-    Inputs as :func:`abcd_backward` (terminal rod r_n = 0, e_n = 0), by components. Returns a_x, a_y, phi (n,).
+    Inputs as :func:`abcd_backward` (terminal rod r_n = 0, e_n = 0), by components; ``block``: that of
+    :func:`~diffchain._xla.loops.scan_points`. Returns a_x, a_y, phi (n,).
     """
     tol = 64 * jnp.finfo(Fx.dtype).eps
 
@@ -213,7 +214,7 @@ def abcd_sweeps_c(m, rx, ry, e, Fx, Fy, p11, p12, p22, a0x, a0y):
 
     z = jnp.zeros_like(Fx[0])  # per point a scalar, or a row of right-hand sides
     _, (cx, cy, k, bx, by) = scan_points(back, (z,) * 5, (m, rx, ry, e, Fx, Fy, p11, p12, p22, a0x, a0y),
-                                         reverse=True)
+                                         reverse=True, block=block)
 
     def fwd(F, inp):
         Fx_, Fy_ = F  # F_i^d
@@ -225,7 +226,7 @@ def abcd_sweeps_c(m, rx, ry, e, Fx, Fy, p11, p12, p22, a0x, a0y):
         ay = (q12 * Fx_ + q22 * Fy_ - Pry * cF) * inv_m + b_y
         return (x * phi, y * phi), (ax, ay, phi)
 
-    _, (ax, ay, phi) = scan_points(fwd, (z, z), (1.0 / m, rx, ry, p11, p12, p22, cx, cy, k, bx, by))
+    _, (ax, ay, phi) = scan_points(fwd, (z, z), (1.0 / m, rx, ry, p11, p12, p22, cx, cy, k, bx, by), block=block)
     return ax, ay, phi
 
 
@@ -260,17 +261,18 @@ class ChainOperator(eqx.Module):
     active: jax.Array | None = None
     sigma: jax.Array | None = None
     ell: jax.Array | None = None
+    block: int | None = eqx.field(static=True, default=SCAN_BLOCK)  # (of the sweeps' scan_points)
 
     @property
     def P(self):
         return self.p11, self.p12, self.p22
 
 
-def chain_operator(chain: Model, rx, ry, P, links=False) -> ChainOperator:
+def chain_operator(chain: Model, rx, ry, P, links=False, block=SCAN_BLOCK) -> ChainOperator:
     """The :class:`ChainOperator` of ``chain`` with rods (rx, ry) and point projectors P = (P_11, P_12, P_22); with
-    ``links``, the rigid links' mass blocks too."""
+    ``links``, the rigid links' mass blocks too; ``block``: its sweeps' (:func:`diffchain._xla.loops.scan_points`)."""
     op = ChainOperator(chain.m, rx, ry, chain.rod_on, chain.guided, chain.slider_mask, chain.s[:, 0], chain.s[:, 1],
-                       *P)
+                       *P, block=block)
     if not links:
         return op
     Bm = point_mass_blocks(chain)
@@ -304,7 +306,8 @@ def _kkt_swept(op, b):
     """The part of K^-1 b that the recursion gives, O(n): the accelerations and the rod multipliers (rows switched
     off: y = b)."""
     bx, by, br = b[:3]
-    ax, ay, phi = abcd_sweeps_c(op.m, _pad1(op.rx), _pad1(op.ry), _pad1(-br), bx, by, *op.P, *point_a0(op, b))
+    ax, ay, phi = abcd_sweeps_c(op.m, _pad1(op.rx), _pad1(op.ry), _pad1(-br), bx, by, *op.P, *point_a0(op, b),
+                               block=op.block)
     return ax, ay, jnp.where(op.on, -phi[:-1], br)
 
 
@@ -341,7 +344,7 @@ kkt_solve.__doc__ = (
     "(:func:`abcd_sweeps_c`) with implicit derivatives (:func:`implicit_solve`).")
 
 
-def massless_dynamics(chain: Model, state: State, control: Control, stab=None):
+def massless_dynamics(chain: Model, state: State, control: Control, stab=None, block=SCAN_BLOCK):
     """The recursion for massless rods as a linear solve with implicit derivatives (:func:`kkt_solve`).
 
     The accelerations and multipliers z = (a, y) solve the symmetric KKT system K z = b of
@@ -351,11 +354,11 @@ def massless_dynamics(chain: Model, state: State, control: Control, stab=None):
     cotangent as right-hand side (K is symmetric) plus the adjoint of K(x) z and b(x, v, u): the sweeps themselves are
     never differentiated, which keeps reverse mode cheap and its memory O(n) per step. Components as in :func:`abcd_sweeps_c`.
     """
-    ax, ay, yr, _, _ = kkt_solve(*kkt_system(chain, state, control, stab))
+    ax, ay, yr, _, _ = kkt_solve(*kkt_system(chain, state, control, stab, block=block))
     return jnp.stack([ax, ay], -1), -yr
 
 
-def kkt_system(chain: Model, state: State, control: Control, stab=None, links=False):
+def kkt_system(chain: Model, state: State, control: Control, stab=None, links=False, block=SCAN_BLOCK):
     """The operator (:class:`ChainOperator`; with ``links``, with the rigid links' mass blocks) and the right-hand
     side b = (F^e_x, F^e_y, rod rows, point rows 1 and 2) of the KKT system (:func:`_kkt_matvec`), by components."""
     X, Y, U, V = state.x[:, 0], state.x[:, 1], state.v[:, 0], state.v[:, 1]
@@ -363,7 +366,7 @@ def kkt_system(chain: Model, state: State, control: Control, stab=None, links=Fa
     rx, ry, e = rod_terms_c(chain, X, Y, U, V, stab)
     on = chain.rod_on
     p11, p12, p22, _, _ = point_projector_c(chain, X, Y, U, V, control.a_w, stab)
-    op = chain_operator(chain, rx, ry, (p11, p12, p22), links)
+    op = chain_operator(chain, rx, ry, (p11, p12, p22), links, block)
     beta = _slider_rhs(chain, X, Y, U, V, stab)
     Fx, Fy = external_forces_c(chain, X, Y, U, V, control)
     b = (Fx, Fy, jnp.where(on, -e, 0.0), jnp.where(g, control.a_w[:, 0], jnp.where(sl, beta, 0.0)),
@@ -399,12 +402,12 @@ link_solve.__doc__ = (
     "links (:func:`_link_mass_times`), by the rigid-link sweeps, with implicit derivatives (:func:`implicit_solve`).")
 
 
-def recursive_dynamics(chain: Model, state: State, control: Control, stab=None):
+def recursive_dynamics(chain: Model, state: State, control: Control, stab=None, block=SCAN_BLOCK):
     """Accelerations a (n,2) and rod tensions phi (n-1,) by the seed-000 recursion, O(n): massless rods by
     :func:`massless_dynamics`, rigid links by the generalised sweeps (:func:`_inertial_sweeps_c`); both differentiated
     implicitly (:func:`kkt_solve`, :func:`link_solve`)."""
     if not chain.has_links:
-        return massless_dynamics(chain, state, control, stab)
+        return massless_dynamics(chain, state, control, stab, block)
     op, b = kkt_system(chain, state, control, stab, links=True)
     weight = link_gravity(chain)  # the links' own weight on their end points
     ax, ay, yr, _, _ = link_solve(op, (b[0] + weight[:, 0], b[1] + weight[:, 1]) + b[2:])

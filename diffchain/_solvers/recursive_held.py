@@ -11,7 +11,7 @@ import jax.numpy as jnp
 
 from .._model.geometry import _pad_diff, link_omega_c
 from .._model.model import Model
-from .._xla.loops import scan_points
+from .._xla.loops import SCAN_BLOCK, scan_points
 from .recursive import _pad1
 
 
@@ -99,7 +99,7 @@ def _response(system, inv_m, r, L, Fe, P, a0):
             (A11, A12, A21, A22), (bw_x, bw_y), (b_x, b_y))
 
 
-def active_backward(m, r, L, e, Fe, P, a0, act_next, alpha_next, sigma, ell):
+def active_backward(m, r, L, e, Fe, P, a0, act_next, alpha_next, sigma, ell, block=SCAN_BLOCK):
     """Seed §9 step 1 / §10 / §11: the coefficient groups for i = n..1, in projector form.
 
     Each point i answers the force F = F_i^d and torque tau = tau_i^w arriving from link i-1 with (seed §9)
@@ -201,11 +201,11 @@ def active_backward(m, r, L, e, Fe, P, a0, act_next, alpha_next, sigma, ell):
     z, no = jnp.zeros((), m.dtype), jnp.zeros((), bool)
     init = (((z,) * 4, (z, z), (z, z), (z, z), z, z), (no, no), (z,) * 8 + (no, no))
     inputs = (1.0 / m, r, L, e, Fe, P, a0, act_next, alpha_next)
-    (_, _, system1), (groups, locks, systems) = scan_points(step, init, inputs, reverse=True)
+    (_, _, system1), (groups, locks, systems) = scan_points(step, init, inputs, reverse=True, block=block)
     return groups, locks, systems, system1
 
 
-def active_forward(locks, systems, system1, m, r, L, Fe, P, a0, tau1):
+def active_forward(locks, systems, system1, m, r, L, Fe, P, a0, tau1, block=SCAN_BLOCK):
     """Seed §9 steps 2–3: F_1^d = 0, tau_1^w = tau1, then for i = 1..n (F = F_i^d, tau = tau^w_i)
         a_i = A_i F + b^w_i tau + b_i,   phi_i = k12^T F + k14 tau + k16,   tau^w_{i+1} = g_i^T F + h^w_i tau + h_i,
         F_{i+1}^d = C_i F + d^w_i tau + d_i = r_i phi_i + L_i (tau - tau^w_{i+1}),
@@ -230,7 +230,7 @@ def active_forward(locks, systems, system1, m, r, L, Fe, P, a0, tau1):
     first = (jax.tree.map(lambda x: x[0], locks), system1) + jax.tree.map(lambda x: x[0], inputs[2:])
     z = jnp.zeros_like(tau1)
     carry, out1 = step((z, z, tau1), first)
-    _, out = scan_points(step, carry, jax.tree.map(lambda x: x[1:], inputs))
+    _, out = scan_points(step, carry, jax.tree.map(lambda x: x[1:], inputs), block=block)
     a_x, a_y, tau, phi = (jnp.concatenate([o1[None], o]) for o1, o in zip(out1, out))
     return (a_x, a_y), tau, phi
 
@@ -255,10 +255,10 @@ def _scales(chain: Model):
     return jnp.max(1.0 / chain.m), jnp.min(chain.l) if chain.n > 1 else jnp.ones((), chain.m.dtype)
 
 
-def _part_two_sweeps(m, r, L, e, Fe, P, a0, active, alpha, sigma, ell):
+def _part_two_sweeps(m, r, L, e, Fe, P, a0, active, alpha, sigma, ell, block=SCAN_BLOCK):
     """:func:`active_backward`, :func:`root_torque`, :func:`active_forward`: a = (a_x, a_y), tau^w, phi."""
     groups, locks, systems, system1 = active_backward(m, r, L, e, Fe, P, a0, _pad1(active[1:]),
-                                                      _pad1(alpha[1:]), sigma, ell)
+                                                      _pad1(alpha[1:]), sigma, ell, block)
     _, _, _, (p_x, p_y), qw, q = groups
     tau1 = root_torque(active[0], alpha[0], (p_x[0], p_y[0]), qw[0], q[0], sigma, ell)
-    return active_forward(locks, systems, system1, m, r, L, Fe, P, a0, tau1)
+    return active_forward(locks, systems, system1, m, r, L, Fe, P, a0, tau1, block)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
@@ -16,6 +17,7 @@ from .._model.forces import _torque_forces_c
 from .._model.geometry import links_c
 from .._model.model import Model
 from .._state import Control, State
+from .._xla.loops import SCAN_BLOCK
 from .implicit import implicit_solve
 from .._constraints.held import _active_mask, active_terms
 from .base import Solution, Solver
@@ -24,7 +26,7 @@ from .recursive_held import _joint_alpha, _part_two_sweeps, _scales
 
 
 def active_dynamics_recursive(chain: Model, state: State, control: Control, active, alpha_w, theta_bar=None,
-                              stab=None):
+                              stab=None, block=SCAN_BLOCK):
     """Accelerations a (n,2), rod tensions phi (n-1,) and constraint torques tau_w (n,) by the O(n) recursion of seed
     000 Part II (§9–§11, :func:`active_backward`, :func:`active_forward`, :func:`root_torque`).
 
@@ -39,14 +41,15 @@ def active_dynamics_recursive(chain: Model, state: State, control: Control, acti
     if chain.has_links:
         raise NotImplementedError("Recursive: held joints on a chain with rigid links (distributed mass) are not "
                                   "supported by the Part II recursion; use a dense solver such as KKT()")
-    return held_solution(*held_system(chain, state, control, active, alpha_w, theta_bar, stab), active_solve)
+    return held_solution(*held_system(chain, state, control, active, alpha_w, theta_bar, stab, block), active_solve)
 
 
-def held_system(chain: Model, state: State, control: Control, active, alpha_w, theta_bar=None, stab=None):
+def held_system(chain: Model, state: State, control: Control, active, alpha_w, theta_bar=None, stab=None,
+                block=SCAN_BLOCK):
     """The operator with its held-joint fields and the right-hand side (b of :func:`kkt_system` and one row of seed
     eq. (13) per held joint) of the KKT system of :func:`_active_matvec`."""
     active = _active_mask(chain, active)
-    op, b = kkt_system(chain, state, control, stab)
+    op, b = kkt_system(chain, state, control, stab, block=block)
     _, _, _, inv_rho, _, _ = links_c(state.x[:, 0], state.x[:, 1])
     sigma, ell = _scales(chain)
     alpha = active_terms(chain, state, alpha_w, theta_bar, stab)
@@ -67,7 +70,7 @@ def _active_swept(op, b):
     (bx, by, br), bt = b[:3], b[5]
     r, L = (_pad1(rx), _pad1(ry)), (_pad1(-ry * inv_rho), _pad1(rx * inv_rho))  # L = r^* / rho (link_L); r_n = L_n = 0
     (ax, ay), tau, phi = _part_two_sweeps(op.m, r, L, _pad1(-br), (bx, by), op.P, point_a0(op, b), act, bt, op.sigma,
-                                          op.ell)
+                                          op.ell, op.block)
     return ax, ay, jnp.where(op.on, -phi[:-1], br), jnp.where(act, -tau, bt)
 
 
@@ -103,16 +106,28 @@ active_solve.__doc__ = (
 
 class Recursive(Solver):
     """The O(n) recursion of seed 000: Part I (§3, §5, §6) with ``lax.scan`` sweeps, and Part II (§9–§11) for held
-    joints (point masses only; rigid links take a dense solver there). Chains only (:attr:`Model.serial`)."""
+    joints (point masses only; rigid links take a dense solver there). Chains only (:attr:`Model.serial`).
 
+    ``block`` (default 32): a sweep over 2 ``block`` points or more runs as a scan over blocks of ``block`` points,
+    each a scan of its own; ``None``: one scan over all points. The results are the same; the speed is not: on one
+    chain XLA's CPU backend runs a long single scan more slowly per point (under ``vmap`` it makes no difference).
+    """
+
+    block: int | None = eqx.field(static=True, default=SCAN_BLOCK)
     chains_only: ClassVar[bool] = True
 
+    def __check_init__(self):
+        if self.block is not None and (isinstance(self.block, bool) or not isinstance(self.block, int)
+                                       or self.block < 1):
+            raise ValueError(f"Recursive: block must be None or an integer >= 1, got {self.block!r}")
+
     def __call__(self, chain: Model, state: State, control: Control, stab: ArrayLike | None = None) -> Solution:
-        return Solution(*recursive_dynamics(chain, state, control, stab))
+        return Solution(*recursive_dynamics(chain, state, control, stab, self.block))
 
     def held(self, chain: Model, state: State, control: Control, active: jax.Array, alpha_w: ArrayLike,
              theta_bar: jax.Array | None = None, stab: ArrayLike | None = None) -> Solution:
-        return Solution(*active_dynamics_recursive(chain, state, control, active, alpha_w, theta_bar, stab))
+        return Solution(*active_dynamics_recursive(chain, state, control, active, alpha_w, theta_bar, stab,
+                                                   self.block))
 
     def system(self, M: jax.Array, Q: jax.Array, J: jax.Array, gamma: jax.Array, on: jax.Array,
                nominal_rank: int = -1) -> Solution:

@@ -172,10 +172,13 @@ def _explicit(f, operand):
     return g, closed.consts
 
 
-def sparse_size(axis_size):
-    """How many elements of a batch of ``axis_size`` the rare branch of :func:`rare_cond` gathers: 1/16 of the batch,
-    at least 8 (a batch of up to 16 takes the dense form)."""
-    return max(8, axis_size // 16)
+RARE_SHARE = 1 / 16  # the default share of a batch that a gathered rare branch runs on (:func:`sparse_size`)
+
+
+def sparse_size(axis_size, share=RARE_SHARE):
+    """How many elements of a batch of ``axis_size`` the rare branch of :func:`rare_cond` gathers: ``share`` of the
+    batch (default 1/16), at least 8 (so a batch of up to 8 / share elements takes the dense form)."""
+    return max(8, int(axis_size * share))
 
 
 def rare_cond(pred, rare, common, operand, gather=False, covers=False):
@@ -183,7 +186,8 @@ def rare_cond(pred, rare, common, operand, gather=False, covers=False):
 
     On one chain it is that cond. Under ``vmap``, where the cond would become a select that computes both branches
     for every element, ``common`` runs for the whole batch and ``rare`` only where ``pred``: not at all when no element
-    takes it; with ``gather``, on the (at most :func:`sparse_size`) elements that take it, gathered into a small batch
+    takes it; with ``gather`` (True, or the share of the batch for :func:`sparse_size`), on the (at most
+    :func:`sparse_size`) elements that take it, gathered into a small batch
     and scattered back, when few do; otherwise for the whole batch (kept where ``pred``). Each element's result is
     what the cond gives it. The gathered form is a second copy of ``rare`` in the program: nested ``gather``s multiply
     the compile time.
@@ -220,7 +224,8 @@ def rare_cond(pred, rare, common, operand, gather=False, covers=False):
             return jax.lax.cond(outer, lambda x: g1(k1, x), lambda x: g0(k0, x), x)
         return jax.lax.cond(outer, select, lambda x: g0(k0, x), x)
 
-    size_of = sparse_size if gather else (lambda n: n)
+    share = RARE_SHARE if gather is True else gather
+    size_of = (lambda n: sparse_size(n, share)) if gather else (lambda n: n)
 
     def by_count(axis_size, pred, common_all, rare_all, rare_on):
         """What the batch runs: ``common_all()`` when no element takes ``rare``; ``rare_on(idx, take, size)`` (the
@@ -330,15 +335,15 @@ def unless_done(f, done, c):
     return rare_cond(~done, f, lambda c: c, c)
 
 
-def scan_until(body, c, xs, done):
+def scan_until(body, c, xs, done, share=RARE_SHARE):
     """The carry after ``c = body(c, x)`` for the x of ``xs`` in turn, where the steps after ``done(c)`` leave ``c``
     as it is (``done`` must stay true once true): a ``lax.scan`` whose steps are skipped by a cond once done (and
     recomputed in the reverse pass, ``jax.checkpoint``). Under ``vmap`` the steps run only while some element is not
-    done, and only on those when they are few (:func:`rare_cond` with ``gather``), in the forward pass and in reverse
-    mode."""
+    done, and only on those when they are few (at most ``share`` of the batch: :func:`rare_cond` with ``gather``), in
+    the forward pass and in reverse mode."""
 
     @jax.checkpoint  # in reverse mode each step stores its carry, not the many intermediates of an event slot
     def step(c, x):
         return unless_done(lambda c: body(c, x), done(c), c), None
 
-    return rare_cond(~done(c), lambda c: jax.lax.scan(step, c, xs)[0], lambda c: c, c, gather=True)
+    return rare_cond(~done(c), lambda c: jax.lax.scan(step, c, xs)[0], lambda c: c, c, gather=share)

@@ -8,24 +8,24 @@ import jax.numpy as jnp
 
 
 
-SCAN_BLOCK = 32  # a sweep over 2 * SCAN_BLOCK points or more runs as a scan over blocks of points (scan_points)
+SCAN_BLOCK = 32  # the default block of scan_points: a sweep over 2 * block points or more is a scan over blocks
 
 
-def scan_points(step, init, xs, reverse=False, unroll=False):
+def scan_points(step, init, xs, reverse=False, unroll=False, block=SCAN_BLOCK):
     """``lax.scan(step, init, xs, reverse=reverse, unroll=unroll)`` over the points of a chain (the leading axis of
-    ``xs``); from 2 ``SCAN_BLOCK`` points on, a scan over blocks of ``SCAN_BLOCK`` points, each an inner scan (the
-    first n mod ``SCAN_BLOCK`` points a scan of their own).
+    ``xs``); from 2 ``block`` points on, a scan over blocks of ``block`` points, each an inner scan (the first
+    n mod ``block`` points a scan of their own); ``block=None``: one scan at any length.
 
     On one chain, XLA CPU runs a single long scan of the recursions (Part I, and Part II in
     :mod:`diffchain._solvers.recursive_solver`) more slowly per point than a scan over blocks of points. The Thomas scans of
     :mod:`diffchain._solvers.banded` and the rigid-link sweeps (:func:`abcd_backward_inertial`) do not slow down
     and keep one scan; under ``vmap`` blocking makes no difference."""
     n = jax.tree.leaves(xs)[0].shape[0]
-    if n < 2 * SCAN_BLOCK:
+    if block is None or n < 2 * block:
         return jax.lax.scan(step, init, xs, reverse=reverse, unroll=unroll)
-    nb, h = divmod(n, SCAN_BLOCK)
+    nb, h = divmod(n, block)
     head = jax.tree.map(lambda x: x[:h], xs)
-    blocks = jax.tree.map(lambda x: x[h:].reshape((nb, SCAN_BLOCK) + x.shape[1:]), xs)
+    blocks = jax.tree.map(lambda x: x[h:].reshape((nb, block) + x.shape[1:]), xs)
 
     def block(c, xb):
         return jax.lax.scan(step, c, xb, reverse=reverse)

@@ -52,9 +52,6 @@ from .._model.forces import _speed
 from .._model.model import Model
 from .._state import Control, State
 
-LEAN_MAX = 16  # vmap-ed rollouts of chains up to this many points may take the lean form
-
-
 class Points(eqx.Module):
     """A 2-vector per point as two point-major arrays X, Y (n, B), with + and scalar *: what the integrators need of
     positions, velocities and accelerations."""

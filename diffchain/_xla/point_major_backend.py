@@ -17,7 +17,7 @@ from .._model.model import Model
 from .._state import Control, State
 from .._simulate.projection import ChainIntegrator
 from .._solvers.recursive_solver import Recursive
-from .point_major import LEAN_MAX, _block, lean_kind, lean_rollout
+from .point_major import _block, lean_kind, lean_rollout
 from .point_major_adjoint import ADJOINT_ALPHA, lean_rollout_vjp
 
 if TYPE_CHECKING:
@@ -33,11 +33,21 @@ class PointMajor(Backend):
     :func:`lean_rollout_vjp` (with SeedQuantum, SemiImplicitEuler and RK4; other integrators take the ``vmap`` of the
     array form's reverse mode); forward mode is the array form's. The results are the array form's to round-off.
     Outside ``vmap`` the array form runs (its gradient recomputes the forward pass once). It applies to chains of
-    point masses (free, guided or on a line; with or without damping and drag) of up to ``LEAN_MAX`` points with the
+    point masses (free, guided or on a line; with or without damping and drag) of up to ``max_points`` points with the
     :class:`~diffchain.Recursive` solver, a plain integrator (``RK4()``, ``SemiImplicitEuler()``, ``SeedQuantum()``;
     not the default ``Projected()``), open-loop controls, a policy or none, and ``dt`` and the integrator known at
     trace time; otherwise :meth:`Backend.rollout` raises, and :meth:`supports` says why.
+
+    ``max_points`` (default 16): the longest chain it takes. Its program is written out point by point, so its size
+    and compile time grow with the number of points, and past some length the ``vmap`` of the array form (one scan
+    over the points) is as fast; where that length lies depends on the device.
     """
+
+    max_points: int = eqx.field(static=True, default=16)
+
+    def __check_init__(self):
+        if isinstance(self.max_points, bool) or not isinstance(self.max_points, int) or self.max_points < 2:
+            raise ValueError(f"PointMajor: max_points must be an integer >= 2, got {self.max_points!r}")
 
     def supports(self, chain: Model, controls: Control, dt: ArrayLike, n_steps: int, solver: Solver,
                  integrator: Integrator) -> str | None:
@@ -53,8 +63,8 @@ class PointMajor(Backend):
             names = ", ".join(sorted({type(f).__name__ for f in chain.forces}))
             return (f"does not host force kinds (this chain has {names}): its point-major program writes out the "
                     f"chain's own forces only; use the default backend (backend=None)")
-        if chain.n > LEAN_MAX:
-            return f"takes chains of up to LEAN_MAX = {LEAN_MAX} points, got {chain.n}"
+        if chain.n > self.max_points:
+            return f"takes chains of up to max_points = {self.max_points} points, got {chain.n}"
         if any(isinstance(v, jax.core.Tracer) for v in jax.tree.leaves((dt, integrator))):
             return "needs dt and the integrator known at trace time (not traced values)"
         if isinstance(controls, Control) and n_steps not in (None, controls.tau.shape[0]):

@@ -146,7 +146,7 @@ def test_a_rollout_of_the_loaded_mechanism_is_bit_for_bit_the_same(tmp_path):
 def test_events_are_saved_with_the_model(tmp_path):
     chain = dc.pendulum(3)
     events = dc.Events(chain, ground=-2.5, lines=([[1.0, 0.0]], [[-0.6, 0.8]]), theta_min=-1.0,
-                       theta_max=[1.0, 2.0, 3.0], threshold=0.5, max_depth=2, slots=6)
+                       theta_max=[1.0, 2.0, 3.0], threshold=0.5, max_depth=2, slots=6, rare_share=0.25)
     dc.save(chain, tmp_path / "c.json", events=events)
     assert_same(dc.load(tmp_path / "c.json"), chain)
     assert_same(dc.load_events(tmp_path / "c.json"), events)

@@ -16,7 +16,7 @@ from diffchain._model import forces as _forces, geometry
 from diffchain._constraints import held as held_rows
 from diffchain._constraints.system import constraint_rows
 from diffchain._solvers import recursive_held, recursive_solver as act
-from diffchain._xla import loops, small_chain
+from diffchain._xla import small_chain
 from strategies import random_problem
 
 SIZES = (1, 3, 5, 7, 13)  # a small menu of n bounds the number of jit compilations (~1.5 s each)
@@ -231,18 +231,20 @@ def test_short_chain_gradients_equal_kkt_gradients(problem, seed, stab, off_mani
 
 
 @pytest.mark.parametrize("stab", [NO_STAB, 0.05])
-def test_recursion_in_blocks_equals_kkt(stab, monkeypatch):
-    """The Part II sweeps as scans over blocks of points (``recursive.scan_points``, used from 64 points on; here
-    forced at 13 points: 1 point, then 3 blocks of 4) == KKT."""
-    monkeypatch.setattr(loops, "SCAN_BLOCK", 4)
+def test_recursion_in_blocks_equals_kkt(stab):
+    """The Part II sweeps as scans over blocks of points (``Recursive(block=...)``, by default from 64 points on; here
+    ``block=4`` at 13 points: 1 point, then 3 blocks of 4) == KKT, and == the one scan (``block=None``) bit for bit."""
     rng = np.random.default_rng(11)
     chain = dc.pendulum(12)
     state = perturb(chain, dc.from_joint_angles(chain, rng.uniform(-1, 1, 12), rng.uniform(-1, 1, 12)), rng)
     control = dc.Control(tau=jnp.asarray(rng.normal(size=13)))
     active = choose_active(chain, state, control, rng)
     alpha_w, theta_bar = rng.normal(size=13), rng.uniform(-np.pi, np.pi, 13)
-    a1, phi1, t1 = act.active_dynamics_recursive(chain, state, control, active, alpha_w, theta_bar, stab)
+    a1, phi1, t1 = held_outputs(dc.Recursive(block=4).held(chain, state, control, active, alpha_w, theta_bar, stab))
     a2, phi2, t2 = kkt(chain, state, control, active, alpha_w, theta_bar, stab)
+    one_scan = held_outputs(dc.Recursive(block=None).held(chain, state, control, active, alpha_w, theta_bar, stab))
+    for x, y in zip((a1, phi1, t1), one_scan):
+        np.testing.assert_array_equal(x, y)
     assert active.sum() >= 3
     assert _rel(a1, a2) <= 1e-10 and _rel(np.asarray(t1)[active], np.asarray(t2)[active]) <= 1e-10
     assert _rel(phi1, phi2) <= 1e-9

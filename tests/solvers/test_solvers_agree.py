@@ -8,7 +8,6 @@ from hypothesis import given, strategies as st
 import diffchain as dc
 from strategies import make_problem, random_problem
 from diffchain._model import forces as _forces
-from diffchain._xla import loops
 from diffchain._solvers import recursive as _recursive
 from diffchain._constraints.system import system_terms
 from diffchain._solvers import dense
@@ -124,14 +123,12 @@ def _sweep_inputs(rng, n, kind=None):
 
 
 @pytest.mark.parametrize("form", ["scan", "blocked", "vmap", "rows"])
-def test_component_sweeps_are_the_reference_sweeps(form, monkeypatch):
+def test_component_sweeps_are_the_reference_sweeps(form):
     """The hot path (:func:`abcd_sweeps_c`, by components) = the readable matrix sweeps on random inputs with free,
     slider and guided points and a terminal rod (accelerations and rod tensions, to round-off); in all of its forms:
     the ``lax.scan``, the scan over blocks of points (here 2 blocks of 4 after a head of 1), under ``vmap``, and with a
     row of right-hand sides per point: its second column, other forces and a^w, against a second run of the
     reference."""
-    if form == "blocked":
-        monkeypatch.setattr(loops, "SCAN_BLOCK", 4)
     rng = np.random.default_rng(7)
     n = 9
     m = rng.uniform(0.5, 2.0, n)
@@ -150,9 +147,36 @@ def test_component_sweeps_are_the_reference_sweeps(form, monkeypatch):
         rows = [jnp.stack([q, jnp.asarray(second.get(i, q))], 1) for i, q in enumerate(args)]
         ax, ay, phi = (o[:, 1] for o in _recursive.abcd_sweeps_c(*rows))
     else:
-        ax, ay, phi = _recursive.abcd_sweeps_c(*args)
+        ax, ay, phi = _recursive.abcd_sweeps_c(*args, block=4 if form == "blocked" else None)
     np.testing.assert_allclose(np.stack([ax, ay], -1), a_ref, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(phi[:-1], np.sum(r[:-1] * np.asarray(Fd)[1:], -1), rtol=1e-12, atol=1e-12)
+
+
+def test_the_recursion_runs_its_sweeps_in_the_blocks_it_is_given():
+    """``Recursive(block=b)``: the sweeps of Part I (a rollout step) and of Part II (held joints) and the projection
+    of the default integrator run as scans over blocks of b points (nested scans in the program), and give what one
+    scan over all points (``block=None``) gives, bit for bit, and KKT's accelerations to round-off."""
+    rng = np.random.default_rng(5)
+    chain = dc.pendulum(11)
+    state = dc.from_joint_angles(chain, rng.uniform(-1, 1, 11), rng.uniform(-1, 1, 11))
+    held = jnp.zeros(12, bool).at[3].set(True).at[7].set(True)
+
+    def outputs(solver):
+        return (dc.forward_dynamics(chain, state, None, solver=solver),
+                solver.held(chain, state, dc.Control(n=12), held, jnp.zeros(12)).a,
+                dc.step(chain, state, dc.Control(n=12), 1e-3, solver=solver).x)
+
+    def scans(solver):
+        return str(jax.make_jaxpr(lambda s: dc.step(chain, s, dc.Control(n=12), 1e-3, solver=solver,
+                                                      check=False))(state)).count("scan[")
+
+    assert scans(dc.Recursive(block=4)) > scans(dc.Recursive(block=None)) == scans(dc.Recursive())  # 12 < 2 * 32
+    for x, y in zip(outputs(dc.Recursive(block=4)), outputs(dc.Recursive(block=None))):
+        np.testing.assert_array_equal(x, y)
+    np.testing.assert_allclose(outputs(dc.Recursive(block=4))[0], dc.forward_dynamics(chain, state, None,
+                                                                                      solver=dc.KKT()), atol=1e-10)
+    with pytest.raises(ValueError, match="block must be None or an integer >= 1, got 0"):
+        dc.Recursive(block=0)
 
 
 def test_inertial_component_sweeps_equal_matrix_sweeps():

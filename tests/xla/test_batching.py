@@ -33,10 +33,16 @@ def with_lax_cond(p, k, x):
     return jax.lax.cond(p, rare, common, x)
 
 
-@pytest.mark.parametrize("gather", [True, False])
-@pytest.mark.parametrize("taken", [0, 1, 5, sparse_size(B), sparse_size(B) + 1, B])
+def test_the_gathered_batch_is_a_share_of_the_batch_of_at_least_8():
+    assert [sparse_size(n) for n in (8, 40, 1024, 65536)] == [8, 8, 64, 4096]  # the default share, 1/16
+    assert [sparse_size(n, 0.5) for n in (8, 40, 1024)] == [8, 20, 512]
+
+
+@pytest.mark.parametrize("gather", [True, False, 0.5])
+@pytest.mark.parametrize("taken", [0, 1, 5, sparse_size(B), sparse_size(B) + 1, sparse_size(B, 0.5) + 1, B])
 def test_rare_cond_under_vmap_equals_the_cond(taken, gather):
-    assert sparse_size(B) < B
+    """Also with half the batch gathered (gather=0.5: up to 20 of the 40 elements)."""
+    assert sparse_size(B) < sparse_size(B, 0.5) < B
     rng = np.random.default_rng(taken)
     p = np.zeros(B, bool)
     p[rng.permutation(B)[:taken]] = True

@@ -91,16 +91,22 @@ def test_the_point_major_program_runs_only_when_asked_for(monkeypatch):
     jax.make_jaxpr(jax.vmap(lambda c, s, u: point_major(c, s, u, DT)))(chains, states, u)
     jax.make_jaxpr(jax.vmap(lambda c, s: point_major(c, s, policy, DT, n_steps=T)))(chains, states)
     assert len(calls) == 6  # each: the three lean programs (a lax.switch on the chains' values, lean_kind)
-    big = dc.pendulum(lean.LEAN_MAX)  # more than LEAN_MAX points, or the KKT solver: a clear error
-    big_states = jax.vmap(lambda th: dc.from_joint_angles(big, th))(jnp.zeros((2, lean.LEAN_MAX)))
-    with pytest.raises(ValueError, match="backend=PointMajor.*LEAN_MAX"):
+    big = dc.pendulum(16)  # more than max_points (default 16) points, or the KKT solver: a clear error
+    big_states = jax.vmap(lambda th: dc.from_joint_angles(big, th))(jnp.zeros((2, 16)))
+    with pytest.raises(ValueError, match="backend=PointMajor.*max_points = 16 points, got 17"):
         jax.vmap(lambda s: point_major(big, s, None, DT, n_steps=T))(big_states)
+    longer = dc.PointMajor(max_points=17)  # the bound is an argument
+    jax.make_jaxpr(jax.vmap(lambda s: dc.rollout(big, s, None, DT, n_steps=T, integrator=dc.RK4(),
+                                                 backend=longer)))(big_states)
+    assert len(calls) == 9
+    for bad in (1, 2.5, True):
+        with pytest.raises(ValueError, match="max_points must be an integer >= 2"):
+            dc.PointMajor(max_points=bad)
     with pytest.raises(ValueError, match="backend=PointMajor.*Recursive solver"):
         jax.vmap(lambda c, s, u: point_major(c, s, u, DT, solver=dc.KKT()))(chains, states, u)
     with pytest.raises(TypeError, match="backend"):
-        dc.rollout(big, dc.from_joint_angles(big, jnp.zeros(lean.LEAN_MAX)), None, DT, n_steps=T,
-                   backend="point-major")
-    assert len(calls) == 6
+        dc.rollout(big, dc.from_joint_angles(big, jnp.zeros(16)), None, DT, n_steps=T, backend="point-major")
+    assert len(calls) == 9
 
 
 @pytest.mark.slow
