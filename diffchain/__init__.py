@@ -39,7 +39,7 @@ from ._io.trajectory import Trajectory, load_trajectory, save_trajectory
 from ._analysis.linearize import (event_linearize, from_minimal_coordinates, linearize, minimal_coordinates,
                                   natural_frequencies, step_hessians)
 from ._io.mjcf import to_mjcf
-from ._io.pylinkage import from_pylinkage
+from ._io.linkages import from_pylinkage, from_pyslvs
 from ._analysis.sysid import load_angles_csv, save_angles_csv
 
 __all__ = [
@@ -69,7 +69,7 @@ __all__ = [
     "natural_frequencies",
     # files: models (JSON, a versioned format with a schema), trajectories (.npz), MuJoCo MJCF export, pylinkage import
     "save", "load", "load_events", "save_trajectory", "load_trajectory", "Trajectory", "FileFormatError",
-    "to_mjcf", "from_pylinkage",
+    "to_mjcf", "from_pylinkage", "from_pyslvs",
     # measured trajectories for system identification: angles over time in a plain CSV file
     "load_angles_csv", "save_angles_csv",
     # bad input: the error it raises, eagerly and from a compiled program

@@ -79,7 +79,7 @@ def test_a_file_written_by_pylinkage_is_a_mechanism_of_uniform_bars_with_a_motor
     np.testing.assert_allclose(dc.energy(mech, final) - dc.energy(mech, state), tau * turned, rtol=1e-9)
 
 
-def test_a_link_of_three_joints_is_a_rigid_truss():
+def test_a_link_of_three_joints_is_rigid():
     doc = mechanism_to_dict(_fourbar())
     coupler = next(link for link in doc["links"] if link["id"] == "coupler")
     doc["joints"].append({"id": "E", "type": "revolute", "position": [1.0, 2.0]})
@@ -92,8 +92,13 @@ def test_a_link_of_three_joints_is_a_rigid_truss():
         return [np.linalg.norm(p[a] - p[b]) for a, b in ((0, 1), (0, 2), (1, 2))]
 
     moved = dc.assemble(mech, dc.State(state.x, state.v, jnp.asarray(40.0)))[0]
-    np.testing.assert_allclose(sides(moved), sides(state), rtol=1e-12)  # 3 bars: 2k - 3 = 3 for k = 3
-    assert [b for b in mech.point_names if b == "E"] == ["E"] and len(mech.bodies.mass) == 5
+    np.testing.assert_allclose(sides(moved), sides(state), rtol=1e-12)
+    p, q = (np.asarray(mech.points(s.x.reshape(-1)))[tri] for s in (state, moved))
+    cross = lambda p: np.linalg.det(np.stack([p[1] - p[0], p[2] - p[0]]))  # noqa: E731  (not its mirror image)
+    np.testing.assert_allclose(cross(q), cross(p), rtol=1e-12)
+    # one body of the mass of three uniform bars (2 kg/m): B-C 3 m, B-E 2 m, C-E
+    ce = np.hypot(2.5 - 1.0, 1.5 * np.sqrt(3.0) - 2.0)
+    assert len(mech.bodies.mass) == 3 and np.isclose(mech.bodies.mass[1], 3.0 + 2.0 + ce)
 
 
 @pytest.mark.parametrize("edit, path, message", [
@@ -102,7 +107,7 @@ def test_a_link_of_three_joints_is_a_rigid_truss():
     (lambda d: d["joints"][0].__setitem__("type", "cam"), r"joints\[0\]\.type", "expected one of"),
     (lambda d: d["links"][1].__setitem__("type", "arc_driver"), r"links\[1\]\.type", "oscillating crank"),
     (lambda d: d["joints"].append({"id": "T", "type": "tracker", "ref_joint1_id": "crank.motor_ground.A",
-                                   "ref_joint2_id": "ground.D_rocker.1"}), r"joints\[4\]", "not the two ends of one bar"),
+                                   "ref_joint2_id": "ground.D_rocker.1"}), r"joints\[4\]", "are not on one link"),
     (lambda d: d["joints"].append(dict(d["joints"][0])), r"joints\[4\]\.id", "a second joint"),
 ])
 def test_bad_entries_are_named_by_their_json_path(edit, path, message):
