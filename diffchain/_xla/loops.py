@@ -27,13 +27,13 @@ def scan_points(step, init, xs, reverse=False, unroll=False, block=SCAN_BLOCK):
     head = jax.tree.map(lambda x: x[:h], xs)
     blocks = jax.tree.map(lambda x: x[h:].reshape((nb, block) + x.shape[1:]), xs)
 
-    def block(c, xb):
+    def one_block(c, xb):
         return jax.lax.scan(step, c, xb, reverse=reverse)
 
     if reverse:
-        c, yb = jax.lax.scan(block, init, blocks, reverse=True)
+        c, yb = jax.lax.scan(one_block, init, blocks, reverse=True)
         c, yh = jax.lax.scan(step, c, head, reverse=True)
     else:
         c, yh = jax.lax.scan(step, init, head)
-        c, yb = jax.lax.scan(block, c, blocks)
+        c, yb = jax.lax.scan(one_block, c, blocks)
     return c, jax.tree.map(lambda a, b: jnp.concatenate([a, b.reshape((-1,) + b.shape[2:])]), yh, yb)

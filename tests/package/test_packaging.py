@@ -38,7 +38,7 @@ MODULE_OF = {"jax": "jax", "jaxlib": "jaxlib", "equinox": "equinox", "numpy": "n
              "build": "build", "tomli": "tomli", "mkdocs-material": "material",
              "mkdocstrings": "mkdocstrings", "jax2d": "jax2d", "chex": "chex", "jupyterlab": "jupyterlab",
              "ipykernel": "ipykernel", "nbclient": "nbclient", "scipy": "scipy", "tqdm": "tqdm", "black": "black",
-             "jsonschema": "jsonschema", "mypy": "mypy"}
+             "jsonschema": "jsonschema", "mypy": "mypy", "pylinkage": "pylinkage"}
 
 
 def _project():
